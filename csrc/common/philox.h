@@ -1,0 +1,63 @@
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11),
+// usable from host C++, nvcc and NVRTC.  Checked against the Random123 known-answer
+// vectors in tests/test_rng.py (C++, Numba and NumPy twins all run the same vectors).
+//
+// Addressing contract (shared with ldpfast/_numba/rng.py and ldpfast/rng.py):
+//   key     = (seed & 0xffffffff, seed >> 32)
+//   counter = (draw, col, row & 0xffffffff, ((row >> 32) & 0xffff) | (stream << 16))
+// so every random quantity is named by (seed, stream, row, col) and a per-cell draw
+// index.  Output therefore never depends on thread count, scheduling or backend.
+#pragma once
+
+#if defined(__CUDACC_RTC__)
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+typedef int int32_t;
+#define LDP_HD __host__ __device__ __forceinline__
+#elif defined(__CUDACC__)
+#include <cstdint>
+#define LDP_HD __host__ __device__ __forceinline__
+#else
+#include <cstdint>
+#define LDP_HD inline
+#endif
+
+namespace ldp {
+
+struct u32x4 {
+    uint32_t v[4];
+};
+
+LDP_HD void mulhilo32(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+    uint64_t p = (uint64_t)a * (uint64_t)b;
+    hi = (uint32_t)(p >> 32);
+    lo = (uint32_t)p;
+}
+
+// One Philox4x32 bijection with 10 rounds; key bumped by the Weyl constants between rounds.
+LDP_HD u32x4 philox4x32_10(u32x4 c, uint32_t k0, uint32_t k1) {
+    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+    const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int r = 0; r < 10; ++r) {
+        if (r > 0) {
+            k0 += W0;
+            k1 += W1;
+        }
+        uint32_t hi0, lo0, hi1, lo1;
+        mulhilo32(M0, c.v[0], hi0, lo0);
+        mulhilo32(M1, c.v[2], hi1, lo1);
+        u32x4 o;
+        o.v[0] = hi1 ^ c.v[1] ^ k0;
+        o.v[1] = lo1;
+        o.v[2] = hi0 ^ c.v[3] ^ k1;
+        o.v[3] = lo0;
+        c = o;
+    }
+    return c;
+}
+
+}  // namespace ldp

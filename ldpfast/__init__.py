@@ -1,0 +1,25 @@
+"""ldpfast: fast local- and node-level differential privacy for graph learning.
+
+Sub-modules: :mod:`ldpfast.rng` (counter-based randomness), :mod:`ldpfast.graph` (CSR
+helpers), :mod:`ldpfast.datasets` (offline loaders, synthetic graphs),
+:mod:`ldpfast.mechanisms`, :mod:`ldpfast.transforms`, :mod:`ldpfast.privacy`,
+:mod:`ldpfast.methods`.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+from ._backend import available as available_backends  # noqa: E402,F401
+from ._backend import get_num_threads, set_num_threads  # noqa: E402,F401
+
+_LAZY = ("rng", "graph", "datasets", "mechanisms", "transforms", "privacy", "estimation",
+         "methods", "nn", "ops", "sampling", "cli")
+
+
+def __getattr__(name):
+    # Lazy sub-modules keep `import ldpfast` fast (torch_geometric import is slow).
+    if name in _LAZY:
+        return importlib.import_module(f"ldpfast.{name}")
+    raise AttributeError(f"module 'ldpfast' has no attribute {name!r}")

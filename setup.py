@@ -1,0 +1,41 @@
+"""Builds ldpfast._C: a plain pybind11 C++17 module (no libtorch, no OpenMP runtime).
+
+Threads are std::thread; randomness is counter-based, so results do not depend on the
+thread count.  The CUDA sources in csrc/cuda are compiled at run time through CuPy/NVRTC
+and are shipped as package data (see ldpfast/_cuda.py).
+"""
+import glob
+import os
+import shutil
+
+from pybind11.setup_helpers import Pybind11Extension, build_ext
+from setuptools import setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+sources = sorted(glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
+ext = Pybind11Extension(
+    "ldpfast._C",
+    sources,
+    include_dirs=[os.path.join(HERE, "csrc")],
+    cxx_std=17,
+    # -ffp-contract=off: no fused multiply-add, so the float maths behind random draws
+    # (det_log in csrc/common/detmath.h) gives the same bits as NumPy, Numba and CUDA.
+    extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
+    extra_link_args=["-pthread"],
+)
+
+
+class BuildExt(build_ext):
+    """Also copy csrc/ into the package so the CUDA sources travel with a wheel."""
+
+    def run(self):
+        super().run()
+        dst = os.path.join(self.build_lib, "ldpfast", "csrc")
+        if os.path.isdir(os.path.join(HERE, "csrc")) and os.path.abspath(dst) != os.path.join(
+            HERE, "ldpfast", "csrc"
+        ):
+            shutil.copytree(os.path.join(HERE, "csrc"), dst, dirs_exist_ok=True)
+
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
