@@ -139,13 +139,19 @@ def is_symmetric(csr: CSR) -> bool:
 
 
 def csr_of(data, *, backend: str | None = None) -> CSR:
-    """CSR of a PyG ``Data``, cached on the object and rebuilt if ``edge_index`` changed."""
+    """CSR of a PyG ``Data``.
+
+    Uses ``data.csr`` when the graph is stored only as CSR (large synthetic graphs);
+    otherwise converts ``edge_index`` and caches the result on the object, keyed by the
+    tensor's identity, shape and version counter so an edited ``edge_index`` is rebuilt.
+    """
+    if isinstance(getattr(data, "csr", None), CSR):
+        return data.csr
     ei = data.edge_index
-    key = (ei.data_ptr(), tuple(ei.shape), int(data.num_nodes), getattr(ei, "_version", 0))
-    cached = getattr(data, "_ldpfast_csr", None)
+    key = (ei.data_ptr(), tuple(ei.shape), int(data.num_nodes), ei._version)
+    cached = data.__dict__.get("_ldpfast_csr")
     if cached is not None and cached[0] == key:
         return cached[1]
     csr = to_csr(ei, int(data.num_nodes), symmetrize=False, backend=backend)
-    object.__setattr__(data, "_ldpfast_csr", (key, csr)) if False else data.__dict__.__setitem__(
-        "_ldpfast_csr", (key, csr))
+    data.__dict__["_ldpfast_csr"] = (key, csr)
     return csr
