@@ -21,7 +21,7 @@ Samplers and their exactness:
   backends (a libm ``log`` may differ by one ulp between NumPy, glibc and CUDA).
 * ``binomial(n, p)``: counts geometric jumps, exact given the geometric sampler.
 * ``discrete_laplace(t, s)``: exact integer algorithm of Canonne, Kamath & Steinke
-  (NeurIPS 2020, Alg. 2), P[Y=y] proportional to exp(-|y| t/s).  Continuous Laplace noise
+  (NeurIPS 2020, Alg. 2), scale t/s: P[Y=y] proportional to exp(-|y| s/t).  Continuous Laplace noise
   is drawn on a grid as ``granularity * DLap`` (:func:`laplace_grid`), which avoids the
   floating-point attack on naive inverse-CDF Laplace sampling (Mironov, CCS 2012).
 """
@@ -214,23 +214,26 @@ class CellRng:
 
 
 def epsilon_to_rational(eps: float) -> tuple[int, int, float]:
-    """Round ``eps`` *down* to ``t / s`` with ``s`` a power of two and ``t < 2**32``.
+    """Parameters ``(t, s)`` of a discrete Laplace with P[Y=y] ~ exp(-eps_used |y|).
 
-    The discrete Laplace sampler needs integer parameters.  Rounding down gives at least
-    as much noise, so the guarantee ``eps_used <= eps`` holds; the relative change is at
-    most 2**-31.  Returns ``(t, s, eps_used)``.
+    The exact sampler needs the rate ``s / t`` as a ratio of integers.  ``eps`` is rounded
+    *down* to ``eps_used = s / t`` with ``t`` a power of two and ``s < 2**32`` (relative
+    change at most 2**-31); rounding down adds noise, so the guarantee ``eps_used <= eps``
+    always holds.  ``eps`` must be in [2**-20, 2**31] (keeps ``t <= 2**52``).
+    Returns ``(t, s, eps_used)``.
     """
-    if not (isinstance(eps, (int, float, np.floating, np.integer)) and math.isfinite(eps)):
-        raise ValueError(f"eps: expected a finite number > 0, got {eps!r}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(eps):
+        raise ValueError(f"eps: expected a finite number in [2**-20, 2**31], got {eps!r}")
     eps = float(eps)
-    if not 2.0**-32 <= eps <= 2.0**31:
-        raise ValueError(f"eps: expected a value in [2**-32, 2**31] for discrete Laplace, got {eps}")
+    if not 2.0**-20 <= eps <= 2.0**31:
+        raise ValueError(f"eps: expected a value in [2**-20, 2**31] for discrete Laplace, got {eps}")
     k = 0
-    while eps * 2.0**k < 2.0**31 and k < 63:
+    while eps * 2.0**k < 2.0**31:
         k += 1
-    t = int(math.floor(eps * 2.0**k))
-    s = 2**k
-    while t % 2 == 0 and s > 1:
-        t //= 2
+    s = int(math.floor(eps * 2.0**k))
+    t = 2**k
+    while s % 2 == 0 and t > 1:
         s //= 2
-    return t, s, t / s
+        t //= 2
+    return t, s, s / t

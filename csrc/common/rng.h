@@ -127,8 +127,10 @@ struct CellRng {
         return (K & 1u) == 1u;
     }
 
-    // Discrete Laplace: P[Y = y] proportional to exp(-|y| * t / s), t, s >= 1 integers
-    // (Canonne, Kamath, Steinke 2020, Alg. 2).  Exact: integer arithmetic only, so it has
+    // Discrete Laplace with scale t/s: P[Y = y] proportional to exp(-|y| * s / t), t, s >= 1
+    // integers (Canonne, Kamath, Steinke 2020, Alg. 2).  X = U + t*V is geometric with
+    // P[X = x] ~ exp(-x / t), and Y = floor(X / s).  Callers keep t * V far from 2^64
+    // (t <= 2^52, so overflow needs V >= 2^11, probability e^-2048).  Exact: integer arithmetic only, so it has
     // none of the floating-point weaknesses of inverse-CDF Laplace (Mironov 2012).
     LDP_HD int64_t discrete_laplace(uint64_t t, uint64_t s) {
         for (;;) {

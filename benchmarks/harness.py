@@ -1,0 +1,162 @@
+"""Benchmark harness: time a function against baselines in one process.
+
+* :func:`time_call` — warm-up, then ``repeat`` timed calls: median / min / max seconds, and
+  the peak resident memory reached during the timed calls (Linux: the VmHWM high-water
+  mark is reset before the call by writing 5 to /proc/self/clear_refs, so each case
+  gets its own peak; elsewhere the process-wide ru_maxrss is reported).
+* :func:`write_report` — JSON (machine-readable, with environment facts) and a markdown
+  table, to ``results/`` by default.
+
+Ratios are always computed between implementations measured in the same run.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+
+
+def _reset_peak() -> bool:
+    try:
+        _CLEAR_REFS.write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def current_peak_rss_mib() -> float:
+    """Peak RSS (MiB) since the last reset (VmHWM), or of the whole process."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_rss_mib() -> float:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def time_call(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> dict:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeat`` times timed.
+
+    Returns ``dict(median_s, min_s, max_s, repeat, peak_rss_mib, base_rss_mib)``;
+    ``peak_rss_mib`` is the high-water mark during the timed calls and ``base_rss_mib``
+    the resident memory just before them (the difference is what the call added).
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat: expected >= 1, got {repeat}")
+    for _ in range(max(0, warmup)):
+        fn()
+    gc.collect()
+    base = current_rss_mib()
+    _reset_peak()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "repeat": repeat,
+        "peak_rss_mib": current_peak_rss_mib(),
+        "base_rss_mib": base,
+    }
+
+
+def environment() -> dict:
+    """Facts about the run, stored next to every result."""
+    import numpy as np
+
+    env = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "numpy": np.__version__,
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["torch_threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
+    try:
+        import ldpfast
+
+        env["ldpfast_threads"] = ldpfast.get_num_threads()
+    except Exception:  # noqa: BLE001
+        pass
+    return env
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        if v != v:
+            return "n/a"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """A markdown table over the union of the rows' keys (first-seen order)."""
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def write_report(name: str, rows: list[dict], out_dir: str | os.PathLike = "results",
+                 command: str | None = None) -> tuple[Path, Path]:
+    """Write ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.md``; print the table."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    command = command or " ".join([Path(sys.executable).name] + sys.argv)
+    payload = {"name": name, "command": command, "environment": environment(), "rows": rows}
+    jp = out / f"{name}.json"
+    jp.write_text(json.dumps(payload, indent=2, default=str))
+    table = markdown_table(rows)
+    mp = out / f"{name}.md"
+    mp.write_text(f"# {name}\n\nCommand: `{command}`\n\n{table}\n")
+    print(table)
+    return jp, mp
+
+
+def add_ratios(rows: list[dict], key: str = "median_s", ours: str = "ldpfast") -> list[dict]:
+    """For each case, add ``speedup_vs_<impl>`` = t(impl) / t(ours) to the ours row."""
+    by_case: dict[str, list[dict]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], []).append(r)
+    for group in by_case.values():
+        mine = [r for r in group if r["impl"].startswith(ours)]
+        for m in mine:
+            for r in group:
+                if r is not m and not r["impl"].startswith(ours):
+                    m[f"speedup_vs_{r['impl']}"] = r[key] / m[key]
+    return rows

@@ -1,0 +1,3 @@
+from ldpfast.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""CSR conversion against a plain-torch reference; cleaning; bad input."""
+import numpy as np
+import pytest
+import torch
+
+from ldpfast import graph
+
+
+def _reference(ei, n, symmetrize):
+    if symmetrize:
+        ei = torch.cat([ei, ei.flip(0)], 1)
+    ei = ei[:, ei[0] != ei[1]]
+    key = torch.unique(ei[0] * n + ei[1])
+    return torch.stack([key // n, key % n])
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numba"])
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_to_csr_matches_reference(backend, symmetrize):
+    g = torch.Generator().manual_seed(0)
+    n = 500
+    ei = torch.randint(0, n, (2, 5000), generator=g)
+    csr = graph.to_csr(ei, n, symmetrize=symmetrize, backend=backend)
+    assert csr.col.dtype == torch.int32 and csr.rowptr.dtype == torch.int64
+    assert torch.equal(csr.to_edge_index(), _reference(ei, n, symmetrize))
+    if symmetrize:
+        assert graph.is_symmetric(csr)
+
+
+def test_int64_col_path_and_isolated_nodes():
+    import ldpfast._C as C
+
+    src = np.array([3, 0, 3, 3], np.int64)
+    dst = np.array([1, 2, 1, 3], np.int64)
+    rowptr = np.empty(6, np.int64)
+    col = np.empty(4, np.int64)
+    C.coo_to_csr(src, dst, 5, rowptr, col)
+    nnz = C.csr_sort_unique(rowptr, col, True)
+    assert nnz == 2
+    np.testing.assert_array_equal(rowptr, [0, 1, 1, 1, 2, 2])
+    np.testing.assert_array_equal(col[:nnz], [2, 1])
+
+
+def test_degrees_and_clean():
+    ei = torch.tensor([[0, 1, 1, 2, 2], [1, 0, 2, 2, 1]])
+    clean = graph.clean_edge_index(ei, 4)
+    assert clean.tolist() == [[0, 1, 1, 2], [1, 0, 2, 1]]
+    assert graph.degrees(clean, 4).tolist() == [1, 2, 1, 0]
+
+
+def test_empty_graph():
+    csr = graph.to_csr(torch.empty(2, 0, dtype=torch.long), 3)
+    assert csr.nnz == 0 and csr.rowptr.tolist() == [0, 0, 0, 0]
+
+
+def test_csr_of_caches_and_notices_edits():
+    from torch_geometric.data import Data
+
+    d = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=3)
+    a = graph.csr_of(d)
+    assert graph.csr_of(d) is a
+    d.edge_index[1, 0] = 2  # in-place edit bumps the tensor version
+    assert graph.csr_of(d).col.tolist() == [2, 0]
+
+
+@pytest.mark.parametrize("ei,n,exc,msg", [
+    ([[0, 1], [1, 5]], 3, ValueError, "num_nodes"),
+    ([[0, -1], [1, 0]], 3, ValueError, "num_nodes"),
+    ([[0, 1, 2]], 3, ValueError, "shape"),
+])
+def test_bad_input(ei, n, exc, msg):
+    with pytest.raises(exc, match=msg):
+        graph.to_csr(torch.tensor(ei), n)
+
+
+def test_bad_types():
+    with pytest.raises(TypeError, match="edge_index"):
+        graph.to_csr([[0], [1]], 2)
+    with pytest.raises(TypeError, match="edge_index"):
+        graph.to_csr(torch.zeros(2, 1), 2)
+    with pytest.raises(TypeError, match="num_nodes"):
+        graph.to_csr(torch.zeros(2, 1, dtype=torch.long), 2.0)
+    with pytest.raises(ValueError, match="num_nodes"):
+        graph.to_csr(torch.zeros(2, 0, dtype=torch.long), -1)
