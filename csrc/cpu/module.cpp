@@ -28,6 +28,7 @@ void register_rng(py::module_& m);
 void register_graph(py::module_& m);
 void register_synthetic(py::module_& m);
 void register_features(py::module_& m);
+void register_edges(py::module_& m);
 
 }  // namespace ldp
 
@@ -39,4 +40,5 @@ PYBIND11_MODULE(_C, m) {
     ldp::register_graph(m);
     ldp::register_synthetic(m);
     ldp::register_features(m);
+    ldp::register_edges(m);
 }
