@@ -45,10 +45,15 @@ def test_extension_does_not_link_libtorch():
         assert lib not in out, f"{lib} linked:\n{out}"
 
 
-def _cli(*args):
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args, cwd=None):
+    # Default cwd outside the checkout, so `python -m` imports the installed package
+    # (with its compiled _C), not the source tree.
     env = dict(os.environ)
     return subprocess.run([sys.executable, "-m", "ldpfast", *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+                          text=True, env=env, timeout=300, cwd=cwd or Path.home())
 
 
 def test_cli_info():
@@ -63,12 +68,12 @@ def test_cli_info():
 def test_cli_bench_list():
     if not (Path(__file__).resolve().parents[1] / "benchmarks" / "harness.py").exists():
         pytest.skip("no source checkout")
-    r = _cli("bench", "--list")
+    r = _cli("bench", "--list", cwd=REPO)
     assert r.returncode == 0 and "benchmarks:" in r.stdout
 
 
 def test_cli_unknown_bench():
     if not (Path(__file__).resolve().parents[1] / "benchmarks" / "harness.py").exists():
         pytest.skip("no source checkout")
-    r = _cli("bench", "nope")
+    r = _cli("bench", "nope", cwd=REPO)
     assert r.returncode == 2 and "unknown benchmark" in r.stderr

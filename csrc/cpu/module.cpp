@@ -29,6 +29,7 @@ void register_graph(py::module_& m);
 void register_synthetic(py::module_& m);
 void register_features(py::module_& m);
 void register_edges(py::module_& m);
+void register_propagate(py::module_& m);
 
 }  // namespace ldp
 
@@ -41,4 +42,5 @@ PYBIND11_MODULE(_C, m) {
     ldp::register_synthetic(m);
     ldp::register_features(m);
     ldp::register_edges(m);
+    ldp::register_propagate(m);
 }

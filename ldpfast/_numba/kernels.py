@@ -4,6 +4,7 @@ from __future__ import annotations
 import numba
 
 from .graph import coo_to_csr, csr_sort_unique  # noqa: F401
+from .propagate import spmm_scaled  # noqa: F401
 from .rng_kernels import (  # noqa: F401
     det_log,
     det_log1p,
@@ -15,6 +16,7 @@ from .rng_kernels import (  # noqa: F401
     fill_uniform,
     philox_blocks,
 )
+from .synthetic import synth_edge_count, synth_edge_fill, synth_expected, synth_features, synth_nodes, synth_symmetrize, synth_trim  # noqa: F401,E501
 
 
 def get_num_threads() -> int:

@@ -1,0 +1,113 @@
+"""The main demo: Cora with locally private features and labels, trained with GraphSAGE.
+
+Every node randomises its own features with the LPGNN multi-bit encoder (eps_x) and the
+labelled nodes their labels with randomized response (eps_y); the server rectifies the
+features, trains a 2-layer GraphSAGE on the noisy labels (model selection on noisy
+validation labels, as LPGNN prescribes) and we report accuracy on the true test labels,
+next to the same model trained without privacy.  Privacy spent: eps_x + eps_y per node
+(LPGNN Corollary 3.7).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+
+class SAGE(torch.nn.Module):
+    """2-layer GraphSAGE (mean aggregation), dropout 0.5."""
+
+    def __init__(self, d_in: int, d_hidden: int, d_out: int):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv
+
+        self.conv1 = SAGEConv(d_in, d_hidden)
+        self.conv2 = SAGEConv(d_hidden, d_out)
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, p=0.5, training=self.training)
+        x = F.relu(self.conv1(x, edge_index))
+        x = F.dropout(x, p=0.5, training=self.training)
+        return self.conv2(x, edge_index)
+
+
+def random_split(n: int, seed: int, train: float = 0.5, val: float = 0.25):
+    """Random node split (LPGNN / RGNN use 50/25/25)."""
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(n, generator=g)
+    a, b = int(train * n), int((train + val) * n)
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    masks[0][perm[:a]] = True
+    masks[1][perm[a:b]] = True
+    masks[2][perm[b:]] = True
+    return masks
+
+
+def train_eval(data, x, y_train, train_mask, val_mask, test_mask, epochs, seed, desc):
+    """Train with Adam; keep the epoch with the best accuracy on (noisy) validation labels."""
+    torch.manual_seed(seed)
+    num_classes = int(data.y.max()) + 1
+    model = SAGE(x.size(1), 64, num_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    best_val, best_test = -1.0, 0.0
+    for _ in tqdm(range(epochs), desc=desc, leave=False, mininterval=1.0):
+        model.train()
+        opt.zero_grad()
+        out = model(x, data.edge_index)
+        F.cross_entropy(out[train_mask], y_train[train_mask]).backward()
+        opt.step()
+        model.eval()
+        with torch.no_grad():
+            pred = model(x, data.edge_index).argmax(1)
+        val = (pred[val_mask] == y_train[val_mask]).float().mean().item()
+        if val > best_val:
+            best_val = val
+            best_test = (pred[test_mask] == data.y[test_mask]).float().mean().item()
+    return best_test
+
+
+def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: int = 0,
+             root=None, verbose: bool = True) -> dict:
+    """Run the demo and return a JSON-ready report (accuracy, privacy spent, timings)."""
+    from ldpfast import datasets, transforms
+    from ldpfast.privacy import Ledger
+
+    t0 = time.perf_counter()
+    data = datasets.load("cora", root=root)
+    n = data.num_nodes
+    train_mask, val_mask, test_mask = random_split(n, seed)
+    data.train_mask, data.val_mask, data.test_mask = train_mask, val_mask, test_mask
+
+    # Node side: features (all nodes) and labels (the labelled train + val nodes only).
+    private = transforms.MultiBit(eps=eps_x, alpha=0.0, beta=1.0, seed=seed)(data)
+    private = transforms.RRLabels(eps=eps_y, seed=seed + 1, mask=train_mask | val_mask)(private)
+    t_randomise = time.perf_counter() - t0
+    ledger = Ledger.of(private)
+
+    acc_private = train_eval(private, private.x, private.y_noisy, train_mask, val_mask, test_mask,
+                             epochs, seed, "private")
+    acc_clean = train_eval(data, data.x, data.y, train_mask, val_mask, test_mask, epochs, seed,
+                           "non-private")
+    report = {
+        "dataset": "cora",
+        "model": "GraphSAGE (2 layers, 64 hidden)",
+        "split": "random 50/25/25",
+        "eps_x": eps_x,
+        "eps_y": eps_y,
+        "privacy": ledger.to_dict(),
+        "accuracy_private": acc_private,
+        "accuracy_non_private": acc_clean,
+        "randomise_s": t_randomise,
+        "total_s": time.perf_counter() - t0,
+    }
+    if verbose:
+        print(f"Cora: {n} nodes, {data.edge_index.size(1)} directed edges, "
+              f"{data.x.size(1)} features")
+        print(f"privacy spent: {ledger}")
+        print(f"  per node: eps_x + eps_y = {ledger.eps:g} (features {eps_x:g}, labels {eps_y:g})")
+        print(f"test accuracy, private features + labels : {acc_private:.3f}")
+        print(f"test accuracy, non-private                : {acc_clean:.3f}")
+        print(f"[randomisation {t_randomise:.2f} s, total {report['total_s']:.1f} s]")
+    return report

@@ -1,0 +1,2 @@
+"""PyG modules: :class:`KProp` (LPGNN Algorithm 2)."""
+from .kprop import KProp  # noqa: F401
