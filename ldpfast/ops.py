@@ -50,25 +50,25 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
     """The per-step (a, b) vectors of :func:`propagate` (see the module docstring)."""
     n = csr.num_nodes
     deg = csr.degrees().to(torch.float64) + (1.0 if self_loops else 0.0)
-    m = torch.ones(n, dtype=torch.float64) if mask is None else mask.to(torch.float64)
+    ones = torch.ones(n, dtype=torch.float64)
+    m = ones if mask is None else mask.to(torch.float64)
     scales = []
+    if aggr in ("add", "gcn"):
+        # Rows that received nothing are zero, so masking them again changes nothing:
+        # only the first step needs the mask.
+        a = ones if aggr == "add" else torch.where(deg > 0, deg.clamp(min=1).rsqrt(), 0.0)
+        for t in range(k):
+            b = a if aggr == "gcn" else ones
+            scales.append((a.to(dtype), (b * m if t == 0 else b).to(dtype)))
+        return scales
     for _ in range(k):
-        if aggr == "add":
-            a = torch.ones(n, dtype=torch.float64)
-            b = m
-        elif aggr == "gcn":
-            inv = torch.where(deg > 0, deg.clamp(min=1).rsqrt(), torch.zeros_like(deg))
-            a, b = inv, inv * m
-        else:  # mean
-            cnt = _step(csr, torch.ones(n, dtype=torch.float64), m, m[:, None], self_loops,
-                        None)[:, 0]
-            a = torch.where(cnt > 0, 1.0 / cnt.clamp(min=1), torch.zeros_like(cnt))
-            b = m
-        scales.append((a.to(dtype), b.to(dtype)))
-        # who carries a value after this step
-        reach = _step(csr, torch.ones(n, dtype=torch.float64), m, m[:, None], self_loops,
-                      None)[:, 0]
-        m = (reach > 0).to(torch.float64)
+        if bool((m == 1).all()):
+            cnt = deg  # every neighbour contributes
+        else:
+            cnt = _step(csr, ones, m, m[:, None], self_loops, None)[:, 0]
+        a = torch.where(cnt > 0, 1.0 / cnt.clamp(min=1), 0.0)
+        scales.append((a.to(dtype), m.to(dtype)))
+        m = (cnt > 0).to(torch.float64)  # who carries a value after this step
     return scales
 
 
