@@ -1,0 +1,3 @@
+"""End-to-end pipelines, one per paper: :mod:`.lpgnn`, :mod:`.rgnn`, :mod:`.dprr`,
+:mod:`.heterpoisson`.  Each has ``fit(...)`` returning a report (accuracy, the privacy
+spent, the settings) and ``reproduce_main(argv)`` behind ``ldpfast reproduce METHOD``."""

@@ -1,0 +1,102 @@
+"""Shared pieces of the method pipelines: splits, backbones, summaries, result files."""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .._checks import check_real
+
+BACKBONES = ("gcn", "sage", "gat")
+
+
+def random_split(n: int, seed: int, train: float = 0.5, val: float = 0.25):
+    """Random train/val/test node masks (LPGNN and RGNN use 50/25/25)."""
+    check_real("train", train, 0.0, 1.0)
+    check_real("val", val, 0.0, 1.0 - train)
+    g = torch.Generator().manual_seed(int(seed))
+    perm = torch.randperm(n, generator=g)
+    a, b = int(round(train * n)), int(round((train + val) * n))
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    masks[0][perm[:a]] = True
+    masks[1][perm[a:b]] = True
+    masks[2][perm[b:]] = True
+    return masks
+
+
+class Backbone(torch.nn.Module):
+    """Two graph convolutions (GCN / GraphSAGE / GAT with 4 heads), activation, dropout.
+
+    LPGNN section 4.1 and RGNN section V use 2 layers with 16 hidden units (LPGNN: SeLU;
+    RGNN: ReLU).  Returns logits.
+    """
+
+    def __init__(self, kind: str, d_in: int, d_hidden: int, d_out: int, dropout: float,
+                 act: str = "selu"):
+        super().__init__()
+        from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+
+        if kind not in BACKBONES:
+            raise ValueError(f"model: expected one of {BACKBONES}, got {kind!r}")
+        if kind == "gcn":
+            self.conv1, self.conv2 = GCNConv(d_in, d_hidden), GCNConv(d_hidden, d_out)
+        elif kind == "sage":
+            self.conv1, self.conv2 = SAGEConv(d_in, d_hidden), SAGEConv(d_hidden, d_out)
+        else:
+            self.conv1 = GATConv(d_in, d_hidden, heads=4)
+            self.conv2 = GATConv(4 * d_hidden, d_out, heads=1)
+        self.dropout = float(dropout)
+        self.act = {"selu": F.selu, "relu": F.relu}[act]
+
+    def forward(self, x, edge_index):
+        x = self.act(self.conv1(x, edge_index))
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        return self.conv2(x, edge_index)
+
+
+def mean_std(values: list[float]) -> dict:
+    """Mean, standard deviation and count of a list of accuracies (in %)."""
+    vals = [100.0 * v for v in values]
+    return {"mean": statistics.fmean(vals) if vals else math.nan,
+            "std": statistics.stdev(vals) if len(vals) > 1 else 0.0, "runs": len(vals),
+            "values": vals}
+
+
+def fmt_eps(e: float) -> str:
+    return "inf" if math.isinf(e) else f"{e:g}"
+
+
+def save_json(path: Path, payload) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str))
+    return path
+
+
+def plot_curves(path: Path, curves: dict[str, tuple[list[float], list[float], list[float]]],
+                xlabel: str, title: str, paper: dict[str, tuple[list[float], list[float]]] | None = None):
+    """Accuracy-vs-budget plot: ``curves[label] = (x, mean, std)``; paper points dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, (xs, mu, sd) in curves.items():
+        ax.errorbar(xs, mu, yerr=sd, marker="o", capsize=3, label=f"ldpfast {label}")
+    for label, (xs, ys) in (paper or {}).items():
+        ax.plot(xs, ys, "x--", alpha=0.7, label=f"paper {label}")
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
