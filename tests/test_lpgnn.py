@@ -1,0 +1,58 @@
+"""LPGNN pipeline: transition matrix, settings, privacy report, and that it learns."""
+import math
+
+import pytest
+import torch
+
+from ldpfast.methods import lpgnn
+
+
+def test_rr_transition():
+    P = lpgnn.rr_transition(4, 1.0)
+    torch.testing.assert_close(P.sum(1), torch.ones(4))
+    assert P[0, 0] == pytest.approx(math.e / (math.e + 3))
+    assert torch.equal(lpgnn.rr_transition(3, math.inf), torch.eye(3))
+
+
+def test_paper_settings_lookup():
+    s = lpgnn.paper_settings("cora", 1.0, 1.0)
+    assert (s["k_x"], s["k_y"], s["lr"]) == (2, 8, 1e-2)
+    s = lpgnn.paper_settings("facebook", 0.01, math.inf)
+    assert (s["k_x"], s["k_y"]) == (8, 0)
+    # budgets between tabulated ones take the nearest row
+    assert lpgnn.paper_settings("cora", 0.9, 1.1)["k_x"] == 2
+
+
+@pytest.fixture(scope="module")
+def cora():
+    from ldpfast.datasets import default_root, load
+
+    if default_root() is None:
+        pytest.skip("no dataset root")
+    return load("cora")
+
+
+def test_fit_reports_privacy_and_learns(cora):
+    rep = lpgnn.fit(cora, 3.0, 3.0, epochs=60, patience=60, seed=0)
+    assert rep.privacy["eps_total"] == 6.0
+    mechs = sorted(e["mechanism"] for e in rep.privacy["entries"])
+    assert mechs == ["multibit", "rr_labels"]
+    assert rep.privacy["eps"] == pytest.approx(6.0)
+    assert rep.accuracy > 0.45  # chance is ~0.30 (largest class); private training must learn
+
+
+def test_non_private_spends_nothing(cora):
+    rep = lpgnn.fit(cora, math.inf, math.inf, epochs=40, patience=40, seed=1)
+    assert rep.privacy["entries"] == [] and math.isinf(rep.privacy["eps_total"])
+    assert rep.accuracy > 0.7
+
+
+def test_bad_input(cora):
+    with pytest.raises(ValueError, match="eps_x"):
+        lpgnn.fit(cora, 0.0, 1.0)
+    with pytest.raises(ValueError, match="eps_y"):
+        lpgnn.fit(cora, 1.0, float("nan"))
+    with pytest.raises(ValueError, match="training"):
+        lpgnn.fit(cora, 1.0, 1.0, training="sgd")
+    with pytest.raises(ValueError, match="model"):
+        lpgnn.fit(cora, 1.0, 1.0, model="mlp", epochs=1)
