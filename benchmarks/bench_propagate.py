@@ -19,10 +19,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.harness import add_ratios, time_call, write_report  # noqa: E402
-
-from ldpfast import ops  # noqa: E402
-from ldpfast.graph import to_csr  # noqa: E402
+from benchmarks.harness import add_ratios, time_call, write_report
+from ldpfast import ops
+from ldpfast.graph import to_csr
 
 
 def make_graph(n, e, seed=0):
@@ -73,10 +72,10 @@ def main(argv=None):
     for k in a.ks:
         case = f"{name} d={d} K={k}"
 
-        def ours():
+        def ours(k=k):
             return ops.propagate(csr, x, k, "mean", csr_t=csr)
 
-        def spmm():
+        def spmm(k=k):
             h = x
             for _ in range(k):
                 h = torch.sparse.mm(A, h)
@@ -90,14 +89,14 @@ def main(argv=None):
 
             conv = SimpleConv(aggr="mean")
 
-            def pyg():
+            def pyg(k=k, conv=conv):
                 h = x
                 for _ in range(k):
                     h = conv(h, ei)
                 return h
             impls["pyg SimpleConv"] = pyg
         if st is not None:
-            def tsp():
+            def tsp(k=k):
                 h = x
                 for _ in range(k):
                     h = torch_sparse.matmul(st, h)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import platform
 import resource
@@ -106,14 +107,14 @@ def environment() -> dict:
         import ldpfast
 
         env["ldpfast_threads"] = ldpfast.get_num_threads()
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception as exc:  # noqa: BLE001 - record why, keep benchmarking
+        env["ldpfast_threads"] = f"unavailable: {exc}"
     return env
 
 
 def _fmt(v) -> str:
     if isinstance(v, float):
-        if v != v:
+        if math.isnan(v):
             return "n/a"
         return f"{v:.4g}"
     return str(v)

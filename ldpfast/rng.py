@@ -60,6 +60,7 @@ class Stream(enum.IntEnum):
     SYNTH_TRIM = 15
     HETER_CENTRAL = 16
     HETER_PERIPHERAL = 17
+    HETER_INFERENCE = 18
 
 
 def resolve_seed(seed: int | None) -> int:
@@ -231,7 +232,7 @@ def epsilon_to_rational(eps: float) -> tuple[int, int, float]:
     k = 0
     while eps * 2.0**k < 2.0**31:
         k += 1
-    s = int(math.floor(eps * 2.0**k))
+    s = math.floor(eps * 2.0**k)
     t = 2**k
     while s % 2 == 0 and t > 1:
         s //= 2

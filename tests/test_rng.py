@@ -169,7 +169,7 @@ def test_discrete_laplace_pmf(t, s):
     a = np.zeros((300, 100), np.int64)
     C.fill_discrete_laplace(a, 15, 0, 0, t, s)
     lam = s / t  # P[Y = y] ~ exp(-lam |y|)
-    lim = max(1, int(math.ceil(6 / lam)))
+    lim = max(1, math.ceil(6 / lam))
     vals = np.clip(a.ravel(), -lim, lim)
     ys = np.arange(-lim, lim + 1)
     w = np.exp(-lam * np.abs(ys))

@@ -20,7 +20,7 @@ def random_split(n: int, seed: int, train: float = 0.5, val: float = 0.25):
     check_real("val", val, 0.0, 1.0 - train)
     g = torch.Generator().manual_seed(int(seed))
     perm = torch.randperm(n, generator=g)
-    a, b = int(round(train * n)), int(round((train + val) * n))
+    a, b = round(train * n), round((train + val) * n)
     masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
     masks[0][perm[:a]] = True
     masks[1][perm[a:b]] = True

@@ -142,15 +142,15 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     if training not in ("drop", "fc", "ce"):
         raise ValueError(f"training: expected 'drop', 'fc' or 'ce', got {training!r}")
     for name, e in (("eps_x", eps_x), ("eps_y", eps_y)):
-        if not (isinstance(e, (int, float)) and (math.isinf(e) or e > 0)) or e != e or e < 0:
+        if not isinstance(e, (int, float)) or math.isnan(e) or e <= 0:
             raise ValueError(f"{name}: expected a number > 0 or math.inf, got {e!r}")
     check_int("epochs", epochs, 1)
     check_int("hidden", hidden, 1)
     t0 = time.perf_counter()
     dataset = dataset or getattr(data, "name", "cora")
     hp = paper_settings(dataset, eps_x, eps_y)
-    hp.update({k: v for k, v in dict(lr=lr, weight_decay=weight_decay, dropout=dropout,
-                                     k_x=k_x, k_y=k_y).items() if v is not None})
+    hp.update({k: v for k, v in {"lr": lr, "weight_decay": weight_decay, "dropout": dropout,
+                                     "k_x": k_x, "k_y": k_y}.items() if v is not None})
     check_real("lr", hp["lr"], 0.0)
     check_real("dropout", hp["dropout"], 0.0, 1.0)
     n = data.num_nodes
