@@ -147,6 +147,8 @@ def csr_of(data, *, backend: str | None = None) -> CSR:
     """
     if isinstance(getattr(data, "csr", None), CSR):
         return data.csr
+    if "csr" in data and isinstance(data["csr"], CSR):  # PyG's Data.csr() method shadows it
+        return data["csr"]
     ei = data.edge_index
     key = (ei.data_ptr(), tuple(ei.shape), int(data.num_nodes), ei._version)
     cached = data.__dict__.get("_ldpfast_csr")
