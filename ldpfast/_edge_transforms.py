@@ -1,0 +1,122 @@
+"""PyG transforms for edge LDP: :class:`DPRR`, :class:`RREdges`, :class:`LocalLap`.
+
+Thin wrappers around :mod:`ldpfast.mechanisms.edges` (paper: Hidano & Murakami, DPRR).
+Each returns a *copy* of the input ``Data`` whose ``edge_index`` is the randomised graph
+(the input is never modified), drops per-edge attributes that no longer match
+(``edge_attr``, ``edge_weight``), and records the privacy cost: the returned object's
+``ldp_ledger`` is the input's :class:`~ldpfast.privacy.budget.Ledger` (``Ledger.of``) plus one
+:class:`~ldpfast.privacy.budget.Spent` entry.  The full mechanism output
+(:class:`~ldpfast.mechanisms.edges.EdgeLDPResult`) of the last call is kept on the
+transform as ``last_result``.
+"""
+from __future__ import annotations
+
+import copy
+
+from torch_geometric.transforms import BaseTransform
+
+from .mechanisms import edges as _edges
+from .privacy.budget import Ledger
+
+__all__ = ["DPRR", "LocalLap", "RREdges"]
+
+
+def _public_of(data, public):
+    if isinstance(public, str):
+        if not hasattr(data, public):
+            raise ValueError(f"public: the Data object has no attribute {public!r}")
+        return getattr(data, public)
+    return public
+
+
+def _apply(data, res):
+    out = copy.copy(data)
+    stored = _edges._stored_csr(data) is not None
+    if "edge_index" in data or not stored:
+        out.edge_index = res.edge_index
+    if stored:  # CSR-only graphs (ldpfast.datasets.orkut_like): keep them CSR-only
+        g = res.graph()
+        # rows = message sources, as ldpfast.graph.csr_of(edge_index) would build them
+        csr = _edges.transpose(g, res.backend) if res.symmetrize == "none" else g
+        out.csr = csr
+        out.__dict__["csr"] = csr
+    for key in ("edge_attr", "edge_weight"):
+        if key in out:
+            del out[key]
+    out.__dict__.pop("_ldpfast_csr", None)
+    out.ldp_ledger = Ledger(list(Ledger.of(data).entries)).add(res.spent)
+    return out
+
+
+class DPRR(BaseTransform):
+    """Degree-Preserving Randomized Response on the edges (paper Algorithm 1).
+
+    ``eps1 + eps2``-edge LDP per user (Proposition 2); see :func:`ldpfast.mechanisms.edges.dprr`
+    for the parameters, the budget split (eq. 8 with ``eps2 = eps - eps1``) and the
+    server-side rule (``symmetrize``; default ``"none"``: node ``i`` aggregates over its own
+    noisy list, as in the authors' code).
+
+    Parameters
+    ----------
+    public : bool tensor or str, optional
+        Mask of non-private users, or the name of a ``Data`` attribute holding it.
+    """
+
+    def __init__(self, eps: float, seed: int | None = None, eps1: float | None = None, public=None,
+                 n_max: int | None = None, alpha: float = 0.9, symmetrize: str = _edges.DEFAULT_SYMMETRIZE,
+                 backend: str | None = None):
+        self.eps, self.seed, self.eps1, self.public = eps, seed, eps1, public
+        self.n_max, self.alpha, self.symmetrize, self.backend = n_max, alpha, symmetrize, backend
+        self.last_result = None
+
+    def forward(self, data):
+        res = _edges.dprr(data, self.eps, seed=self.seed, eps1=self.eps1, public=_public_of(data, self.public),
+                          n_max=self.n_max, alpha=self.alpha, symmetrize=self.symmetrize, backend=self.backend)
+        self.last_result = res
+        return _apply(data, res)
+
+    def __repr__(self) -> str:
+        return f"DPRR(eps={self.eps}, eps1={self.eps1}, symmetrize={self.symmetrize!r})"
+
+
+class RREdges(BaseTransform):
+    """Warner's randomized response on every neighbour-list bit (paper section V-A), eps-edge LDP.
+
+    Refuses graphs whose expected output exceeds ``max_output_edges`` (RR is dense);
+    see :func:`ldpfast.mechanisms.edges.rr_edges`.
+    """
+
+    def __init__(self, eps: float, seed: int | None = None, max_output_edges: int = 50_000_000, public=None,
+                 symmetrize: str = _edges.DEFAULT_SYMMETRIZE, backend: str | None = None):
+        self.eps, self.seed, self.max_output_edges, self.public = eps, seed, max_output_edges, public
+        self.symmetrize, self.backend = symmetrize, backend
+        self.last_result = None
+
+    def forward(self, data):
+        res = _edges.rr_edges(data, self.eps, seed=self.seed, max_output_edges=self.max_output_edges,
+                              public=_public_of(data, self.public), symmetrize=self.symmetrize,
+                              backend=self.backend)
+        self.last_result = res
+        return _apply(data, res)
+
+    def __repr__(self) -> str:
+        return f"RREdges(eps={self.eps}, symmetrize={self.symmetrize!r})"
+
+
+class LocalLap(BaseTransform):
+    """LocalLap baseline (local-model LAPGRAPH, paper section V-A), eps-edge LDP.
+
+    Output graph is undirected; see :func:`ldpfast.mechanisms.edges.local_laplace`.
+    """
+
+    def __init__(self, eps: float, seed: int | None = None, backend: str | None = None):
+        self.eps, self.seed, self.backend = eps, seed, backend
+        self.last_result = None
+
+    def forward(self, data):
+        res = _edges.local_laplace(data, self.eps, seed=self.seed, backend=self.backend)
+        self.last_result = res
+        return _apply(data, res)
+
+    def __repr__(self) -> str:
+        return f"LocalLap(eps={self.eps})"

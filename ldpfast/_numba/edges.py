@@ -1,0 +1,431 @@
+"""Numba twin of ``csrc/cpu/edges.cpp``: same functions, same RNG words in the same order.
+
+See the C++ file for the algorithms (sparse Warner RR + edge sampling by skip sampling
+over the non-neighbours, LocalLap candidate sampling, CSR transpose / combine, O(|E|)
+graph checks).  Outputs are bit-identical to the C++ kernels for any thread count.
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from . import rng as R
+
+jit = nb.njit(cache=True, nogil=True)
+pjit = nb.njit(cache=True, nogil=True, parallel=True)
+
+_GEO_CAP = np.int64(4611686018427387904)
+_STREAM_LOCALLAP = 10
+_LL_ROW = np.int64(1 << 40)
+_I64_MIN = np.iinfo(np.int64).min
+_I64_MAX = np.iinfo(np.int64).max
+_ZERO = np.uint64(0)
+_ONE = np.uint64(1)
+_BLOCK = 256  # rows per parallel task (results never depend on it)
+
+
+@jit
+def _geom_pre(st, p, lden):
+    if p >= 1.0:
+        return np.int64(0)
+    x = R.det_log(R.uniform(st)) / lden
+    if not x < 4611686018427387904.0:
+        return _GEO_CAP
+    return np.int64(x)
+
+
+@jit
+def _geom_exact(st, t, s):
+    t = np.uint64(t)
+    s = np.uint64(s)
+    while True:
+        u = R.randint(st, t)
+        if not R.bernoulli_exp_neg(st, u, t):
+            continue
+        v = _ZERO
+        while R.bernoulli_exp_neg(st, _ONE, _ONE):
+            v += _ONE
+        return np.int64((u + t * v) // s)
+
+
+@jit
+def _dlap_band(st, t, s, lo, hi):
+    while True:
+        if lo >= 1:
+            y = lo + _geom_exact(st, t, s)
+        else:
+            y = R.discrete_laplace(st, t, s)
+            if lo != _I64_MIN and y < lo:
+                continue
+        if hi == _I64_MAX or y < hi:
+            return y
+
+
+# --- sparse RR + sampling -------------------------------------------------------------------
+@jit
+def _excl_at(col, b, d, x, xpos, t):
+    if t < xpos:
+        return np.int64(col[b + t])
+    if t == xpos:
+        return x
+    return np.int64(col[b + t - 1])
+
+
+@jit
+def _rr_row(i, col, b, d, n, seed, st_t, c_t, st_f, c_f, pt, pf, stt, stf, ocol, w0, fill):
+    cnt = np.int64(0)
+    e = np.int64(0)
+    if not fill:
+        if pt >= 1.0:
+            cnt += d
+        elif pt > 0.0:
+            R.cell_init(stt, seed, st_t, i, c_t)
+            for _ in range(d):
+                if R.bernoulli(stt, pt):
+                    cnt += 1
+    else:
+        R.cell_init(stt, seed, st_t, i, c_t)
+    m = n - 1 - d
+    if pf > 0.0 and m > 0:
+        R.cell_init(stf, seed, st_f, i, c_f)
+        lden = R.det_log1p(-pf)
+        xpos = np.int64(np.searchsorted(col[b:b + d], i))
+        L = d + 1
+        ptr = np.int64(0)
+        k = np.int64(-1)
+        while True:
+            g = _geom_pre(stf, pf, lden)
+            if g >= m - 1 - k:
+                break
+            k += g + 1
+            if fill:
+                while ptr < L and _excl_at(col, b, d, i, xpos, ptr) <= k + ptr:
+                    ptr += 1
+                v = k + ptr
+                while e < d and col[b + e] < v:
+                    if pt >= 1.0 or (pt > 0.0 and R.bernoulli(stt, pt)):
+                        ocol[w0 + cnt] = col[b + e]
+                        cnt += 1
+                    e += 1
+                ocol[w0 + cnt] = v
+            cnt += 1
+    if fill:
+        while e < d:
+            if pt >= 1.0 or (pt > 0.0 and R.bernoulli(stt, pt)):
+                ocol[w0 + cnt] = col[b + e]
+                cnt += 1
+            e += 1
+    return cnt
+
+
+@pjit
+def _rr(rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp, ocol, fill):
+    n = rowptr.shape[0] - 1
+    has_pub = pub.shape[0] > 0
+    nblk = (n + _BLOCK - 1) // _BLOCK
+    bad = np.zeros(nblk, dtype=np.int64)
+    if not fill:
+        orp[0] = 0
+    for blk in nb.prange(nblk):
+        stt = np.empty(11, dtype=np.uint64)
+        stf = np.empty(11, dtype=np.uint64)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            b = rowptr[i]
+            d = rowptr[i + 1] - b
+            if has_pub and pub[i] != 0:
+                if fill:
+                    for k in range(d):
+                        ocol[orp[i] + k] = col[b + k]
+                else:
+                    orp[i + 1] = d
+                continue
+            if fill:
+                got = _rr_row(np.int64(i), col, b, d, n, seed, st_t, c_t, st_f, c_f, pt[i], pf[i], stt, stf,
+                              ocol, orp[i], True)
+                if got != orp[i + 1] - orp[i]:
+                    bad[blk] = 1
+            else:
+                orp[i + 1] = _rr_row(np.int64(i), col, b, d, n, seed, st_t, c_t, st_f, c_f, pt[i], pf[i], stt, stf,
+                                     ocol, 0, False)
+    return bad.sum()
+
+
+def _pub(pub, n):
+    if pub.size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    if pub.shape[0] != n or pub.dtype != np.uint8:
+        raise ValueError("public: expected uint8 of length n (or empty)")
+    return pub
+
+
+def edges_rr_count(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub, out_rowptr, by_degree):
+    n = rowptr.shape[0] - 1
+    if p_true.shape[0] != n or p_false.shape[0] != n or out_rowptr.shape[0] != n + 1:
+        raise ValueError("p_true / p_false / out_rowptr: wrong size")
+    _rr(rowptr, col, np.uint64(seed), np.uint32(st_t), np.uint32(c_t), np.uint32(st_f), np.uint32(c_f),
+        p_true, p_false, _pub(pub, n), out_rowptr, np.empty(0, dtype=col.dtype), False)
+
+
+def edges_rr_fill(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub, out_rowptr, out_col):
+    n = rowptr.shape[0] - 1
+    if p_true.shape[0] != n or p_false.shape[0] != n or out_rowptr.shape[0] != n + 1:
+        raise ValueError("p_true / p_false / out_rowptr: wrong size")
+    if out_col.shape[0] != out_rowptr[n] or out_col.dtype != col.dtype:
+        raise ValueError("out_col: wrong size or dtype")
+    bad = _rr(rowptr, col, np.uint64(seed), np.uint32(st_t), np.uint32(c_t), np.uint32(st_f), np.uint32(c_f),
+              p_true, p_false, _pub(pub, n), out_rowptr, out_col, True)
+    if bad:
+        raise RuntimeError("edges_rr_fill: a row regenerated a different size than edges_rr_count (bug)")
+
+
+# --- LocalLap -------------------------------------------------------------------------------
+@pjit
+def _ll_edge_values(rowptr, col, seed, t, s, one, out):
+    n = rowptr.shape[0] - 1
+    nblk = (n + _BLOCK - 1) // _BLOCK
+    for blk in nb.prange(nblk):
+        st = np.empty(11, dtype=np.uint64)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            for k in range(rowptr[i], rowptr[i + 1]):
+                j = np.int64(col[k])
+                if j <= i:
+                    out[k] = _I64_MIN
+                    continue
+                R.cell_init(st, seed, _STREAM_LOCALLAP, i, j)
+                out[k] = one + R.discrete_laplace(st, t, s)
+
+
+def locallap_edge_values(rowptr, col, seed, t, s, one, out_val):
+    if out_val.shape[0] != col.shape[0]:
+        raise ValueError("out_val: wrong size")
+    if t == 0 or s == 0:
+        raise ValueError("t, s: expected >= 1")
+    _ll_edge_values(rowptr, col, np.uint64(seed), np.uint64(t), np.uint64(s), np.int64(one), out_val)
+
+
+@jit
+def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, ov, w0, fill):
+    skip = np.int64(np.searchsorted(ecol[eb:eb + le], i, side="right"))
+    eb += skip
+    le -= skip
+    m = n - 1 - i - le
+    if m <= 0 or pi <= 0.0:
+        return np.int64(0)
+    R.cell_init(stg, seed, _STREAM_LOCALLAP, _LL_ROW + i, 2 * rnd)
+    R.cell_init(stv, seed, _STREAM_LOCALLAP, _LL_ROW + i, 2 * rnd + 1)
+    lden = 0.0 if pi >= 1.0 else R.det_log1p(-pi)
+    base = i + 1
+    ptr = np.int64(0)
+    k = np.int64(-1)
+    cnt = np.int64(0)
+    while True:
+        g = _geom_pre(stg, pi, lden)
+        if g >= m - 1 - k:
+            break
+        k += g + 1
+        if fill:
+            while ptr < le and ecol[eb + ptr] <= base + k + ptr:
+                ptr += 1
+            oc[w0 + cnt] = base + k + ptr
+            ov[w0 + cnt] = _dlap_band(stv, t, s, lo, hi)
+        cnt += 1
+    return cnt
+
+
+@pjit
+def _ll_zero(erp, ecol, seed, rnd, pi, lo, hi, t, s, orp, oc, ov, fill):
+    n = erp.shape[0] - 1
+    nblk = (n + _BLOCK - 1) // _BLOCK
+    bad = np.zeros(nblk, dtype=np.int64)
+    if not fill:
+        orp[0] = 0
+    for blk in nb.prange(nblk):
+        stg = np.empty(11, dtype=np.uint64)
+        stv = np.empty(11, dtype=np.uint64)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            eb = erp[i]
+            le = erp[i + 1] - eb
+            if fill:
+                got = _ll_zero_row(np.int64(i), n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, ov,
+                                   orp[i], True)
+                if got != orp[i + 1] - orp[i]:
+                    bad[blk] = 1
+            else:
+                orp[i + 1] = _ll_zero_row(np.int64(i), n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv,
+                                          oc, ov, 0, False)
+    return bad.sum()
+
+
+def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, out_col, out_val, fill):
+    n = excl_rowptr.shape[0] - 1
+    if out_rowptr.shape[0] != n + 1:
+        raise ValueError("out_rowptr: wrong size")
+    if t == 0 or s == 0:
+        raise ValueError("t, s: expected >= 1")
+    if fill:
+        if out_col.shape[0] != out_rowptr[n] or out_val.shape[0] != out_rowptr[n] or out_col.dtype != excl_col.dtype:
+            raise ValueError("out_col / out_val: wrong size or dtype")
+    else:
+        out_col = np.empty(0, dtype=excl_col.dtype)
+        out_val = np.empty(0, dtype=np.int64)
+    bad = _ll_zero(excl_rowptr, excl_col, np.uint64(seed), np.uint32(rnd), float(pi), np.int64(lo), np.int64(hi),
+                   np.uint64(t), np.uint64(s), out_rowptr, out_col, out_val, bool(fill))
+    if bad:
+        raise RuntimeError("locallap_zero_fill: count mismatch (bug)")
+
+
+# --- server side ----------------------------------------------------------------------------
+@jit
+def _transpose(rowptr, col, orp, oc):
+    n = rowptr.shape[0] - 1
+    orp[:] = 0
+    for k in range(rowptr[n]):
+        orp[col[k] + 1] += 1
+    for i in range(n):
+        orp[i + 1] += orp[i]
+    fill = orp[:n].copy()
+    for i in range(n):
+        for k in range(rowptr[i], rowptr[i + 1]):
+            j = col[k]
+            oc[fill[j]] = i
+            fill[j] += 1
+
+
+def csr_transpose(rowptr, col, out_rowptr, out_col):
+    if out_rowptr.shape[0] != rowptr.shape[0] or out_col.shape[0] != col.shape[0]:
+        raise ValueError("out_rowptr / out_col: wrong size")
+    _transpose(rowptr, col, out_rowptr, out_col)
+
+
+@jit
+def _combine_row(i, a, a0, la, b, b0, lb, mode, oc, w0, fill):
+    cnt = np.int64(0)
+    x = np.int64(0)
+    y = np.int64(0)
+    if mode == 0 or mode == 1:
+        while x < la and y < lb:
+            va = a[a0 + x]
+            vb = b[b0 + y]
+            if va < vb:
+                if mode == 0:
+                    if fill:
+                        oc[w0 + cnt] = va
+                    cnt += 1
+                x += 1
+            elif vb < va:
+                if mode == 0:
+                    if fill:
+                        oc[w0 + cnt] = vb
+                    cnt += 1
+                y += 1
+            else:
+                if fill:
+                    oc[w0 + cnt] = va
+                cnt += 1
+                x += 1
+                y += 1
+        if mode == 0:
+            while x < la:
+                if fill:
+                    oc[w0 + cnt] = a[a0 + x]
+                cnt += 1
+                x += 1
+            while y < lb:
+                if fill:
+                    oc[w0 + cnt] = b[b0 + y]
+                cnt += 1
+                y += 1
+        return cnt
+    if mode == 2:
+        lo_s, lo0, lo_n, hi_s, hi0, hi_n = a, a0, la, b, b0, lb
+    else:
+        lo_s, lo0, lo_n, hi_s, hi0, hi_n = b, b0, lb, a, a0, la
+    k = 0
+    while k < lo_n and lo_s[lo0 + k] < i:
+        if fill:
+            oc[w0 + cnt] = lo_s[lo0 + k]
+        cnt += 1
+        k += 1
+    k = np.int64(np.searchsorted(hi_s[hi0:hi0 + hi_n], i, side="right"))
+    while k < hi_n:
+        if fill:
+            oc[w0 + cnt] = hi_s[hi0 + k]
+        cnt += 1
+        k += 1
+    return cnt
+
+
+@pjit
+def _combine(ra, ca, rb, cb, mode, orp, oc, fill):
+    n = ra.shape[0] - 1
+    if not fill:
+        orp[0] = 0
+    for i in nb.prange(n):
+        c = _combine_row(np.int64(i), ca, ra[i], ra[i + 1] - ra[i], cb, rb[i], rb[i + 1] - rb[i], mode, oc,
+                         orp[i] if fill else 0, fill)
+        if not fill:
+            orp[i + 1] = c
+
+
+def csr_combine(rowptr_a, col_a, rowptr_b, col_b, mode, out_rowptr, out_col, fill):
+    n = rowptr_a.shape[0] - 1
+    if rowptr_b.shape[0] != n + 1 or out_rowptr.shape[0] != n + 1:
+        raise ValueError("rowptr_b / out_rowptr: wrong size")
+    if not 0 <= mode <= 3:
+        raise ValueError("mode: expected 0..3")
+    if fill:
+        if out_col.shape[0] != out_rowptr[n]:
+            raise ValueError("out_col: wrong size")
+    else:
+        out_col = np.empty(0, dtype=col_a.dtype)
+    _combine(rowptr_a, col_a, rowptr_b, col_b, int(mode), out_rowptr, out_col, bool(fill))
+
+
+@jit
+def _mix64(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@pjit
+def _check(rowptr, col):
+    n = rowptr.shape[0] - 1
+    nblk = (n + _BLOCK - 1) // _BLOCK
+    flags = np.zeros(nblk, dtype=np.int64)
+    hs = np.zeros(nblk, dtype=np.uint64)
+    gold = np.uint64(0x9E3779B97F4A7C15)
+    s32 = np.uint64(32)
+    for blk in nb.prange(nblk):
+        f = np.int64(0)
+        h = np.uint64(0)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            for k in range(rowptr[i], rowptr[i + 1]):
+                j = np.int64(col[k])
+                if j < 0 or j >= n:
+                    f |= 1
+                if k > rowptr[i] and np.int64(col[k - 1]) >= j:
+                    f |= 2
+                if j == i:
+                    f |= 4
+                lo = np.uint64(min(i, j))
+                hi = np.uint64(max(i, j))
+                x = _mix64((lo << s32) ^ hi ^ gold)
+                if i < j:
+                    h += x
+                else:
+                    h -= x
+        flags[blk] = f
+        hs[blk] = h
+    f = np.int64(0)
+    h = np.uint64(0)
+    for blk in range(nblk):
+        f |= flags[blk]
+        h += hs[blk]
+    if h != np.uint64(0):
+        f |= 8
+    return f
+
+
+def edges_check_csr(rowptr, col):
+    return int(_check(rowptr, col))

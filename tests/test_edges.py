@@ -1,0 +1,624 @@
+"""Edge LDP (paper 001, Hidano & Murakami): DPRR, Warner's RR, LocalLap.
+
+Statistical tests use fixed seeds and state their false-alarm rate: ``ALPHA = 1e-4`` per
+test, Bonferroni-split across the users / families of checks a test makes, so a correct
+implementation fails a given test with probability at most 1e-4 (the 5-sigma and 4.42-sigma
+checks are below that: 6e-7 and 1e-5).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+import ldpfast
+from ldpfast.graph import CSR, to_csr
+from ldpfast.mechanisms import edges as E
+from ldpfast.privacy.budget import Ledger, Spent
+from ldpfast.rng import Stream
+
+ALPHA = 1e-4
+BACKENDS = [b for b, why in ldpfast.available_backends().items() if why is None and b in ("cpp", "numba")]
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def graph_from_edges(n, pairs):
+    ei = torch.tensor(pairs, dtype=torch.int64).t() if pairs else torch.zeros(2, 0, dtype=torch.int64)
+    return to_csr(ei, n, symmetrize=True)
+
+
+def random_graph(n, m, seed):
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, m), generator=g)
+    ei = ei[:, ei[0] != ei[1]]
+    return to_csr(ei, n, symmetrize=True)
+
+
+def dense(csr):
+    n = csr.num_nodes
+    a = np.zeros((n, n), dtype=bool)
+    rp = csr.rowptr.numpy()
+    a[np.repeat(np.arange(n), np.diff(rp)), csr.col.numpy()] = True
+    return torch.from_numpy(a)
+
+
+def reference_rr_sampling(adj, p, q, public, gen):
+    """Paper Algorithm 1 lines 6-7, bit by bit with torch's RNG (the pure-torch reference).
+
+    RR(a_i, p): every bit a_ij (j != i) sent as is with probability p, flipped otherwise;
+    EdgeSampling: every 1 kept with probability q_i.  Public users send a_i unchanged.
+    """
+    n = adj.shape[0]
+    keep = torch.rand(n, n, generator=gen, dtype=torch.float64) < p
+    rr = torch.where(keep, adj, ~adj)
+    rr.fill_diagonal_(False)
+    sampled = torch.rand(n, n, generator=gen, dtype=torch.float64) < q[:, None]
+    out = rr & sampled
+    if public is not None:
+        out[public] = adj[public]
+    return out
+
+
+def kernel_rows(csr, p_true, p_false, seed, backend=None, public=None):
+    res = E._rr_sample(csr, p_true, p_false, seed, public=public, backend=backend)
+    return dense(res)
+
+
+def pooled_gof(observed, expected, min_expected=5.0):
+    """Chi-square goodness of fit, pooling cells with expected count < min_expected."""
+    observed = np.asarray(observed, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    small = expected < min_expected
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    if exp.size < 2:
+        return 1.0
+    chi = float(((obs - exp) ** 2 / exp).sum())
+    return float(stats.chi2.sf(chi, exp.size - 1))
+
+
+def two_sample(a_counts, b_counts):
+    """Chi-square homogeneity test of two histograms over the same categories."""
+    table = np.vstack([a_counts, b_counts]).astype(np.float64)
+    table = table[:, table.sum(0) > 0]
+    if table.shape[1] < 2:
+        return 1.0
+    return float(stats.chi2_contingency(table, correction=False)[1])
+
+
+# graph with an isolated node (5) and a node of degree 3 (2)
+SMALL6 = graph_from_edges(6, [(0, 1), (0, 2), (1, 2), (2, 3), (3, 4)])
+# n = 12: a hub adjacent to everyone (0, degree 11: no false position), two cycles, a path
+SMALL12 = graph_from_edges(12, [(0, j) for j in range(1, 12)] + [(1, 2), (2, 3), (3, 4), (4, 5), (5, 1), (6, 7),
+                                                               (8, 9), (9, 10)])
+
+
+# --------------------------------------------------------------------------------------------
+# distribution of the sparse sampler == bit-by-bit RR then sampling (acceptance)
+# --------------------------------------------------------------------------------------------
+def test_sampler_full_joint_distribution_matches_bit_by_bit_reference(threads):
+    """n = 6: every user's whole noisy list (2^5 outcomes) vs exact pmf and vs torch reference."""
+    threads(1)  # thousands of tiny calls: no thread start-up per call
+    csr, n, S = SMALL6, 6, 3000
+    p = math.e / (1 + math.e)
+    q = np.array([0.9, 0.5, 1.0, 0.3, 0.7, 0.8])
+    pt, pf = p * q, (1 - p) * q
+    adj = dense(csr)
+    weights = 1 << np.arange(n)
+    codes_k = np.zeros((S, n), dtype=np.int64)
+    codes_r = np.zeros((S, n), dtype=np.int64)
+    gen = torch.Generator().manual_seed(1234)
+    for s in range(S):
+        codes_k[s] = (dense(E._rr_sample(csr, pt, pf, 10_000 + s)).numpy() * weights).sum(1)
+        codes_r[s] = (reference_rr_sampling(adj, p, torch.tensor(q), None, gen).numpy() * weights).sum(1)
+    a = adj.numpy()
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        probs, cats = [], []
+        for bits in itertools.product([0, 1], repeat=n - 1):
+            pr = 1.0
+            for j, b in zip(others, bits):
+                pj = pt[i] if a[i, j] else pf[i]
+                pr *= pj if b else 1 - pj
+            probs.append(pr)
+            cats.append(sum(b << j for j, b in zip(others, bits)))
+        probs = np.array(probs)
+        obs_k = np.array([(codes_k[:, i] == c).sum() for c in cats])
+        obs_r = np.array([(codes_r[:, i] == c).sum() for c in cats])
+        assert obs_k.sum() == S  # nothing outside the support (no self loop, no duplicate)
+        assert pooled_gof(obs_k, S * probs) > ALPHA / (3 * n)
+        assert pooled_gof(obs_r, S * probs) > ALPHA / (3 * n)  # the reference itself is right
+        assert two_sample(obs_k, obs_r) > ALPHA / (3 * n)
+
+
+def test_sampler_counts_and_positions_n12(threads):
+    """n = 12: per user the joint law of (#true kept, #false) and every bit's marginal (which
+    non-neighbours come out), against the exact law and against the bit-by-bit torch reference."""
+    threads(1)
+    csr, n, S = SMALL12, 12, 2000
+    eps2 = 0.8
+    p = 1 / (1 + math.exp(-eps2))
+    q = np.linspace(0.15, 1.0, n)
+    pt, pf = p * q, (1 - p) * q
+    adj_t = dense(csr)
+    adj = adj_t.numpy()
+    deg = adj.sum(1)
+    out = np.zeros((S, n, n), dtype=bool)
+    ref = np.zeros((S, n, n), dtype=bool)
+    gen = torch.Generator().manual_seed(99)
+    for s in range(S):
+        out[s] = dense(E._rr_sample(csr, pt, pf, 77_000 + s)).numpy()
+        ref[s] = reference_rr_sampling(adj_t, p, torch.tensor(q), None, gen).numpy()
+    assert not out[:, np.arange(n), np.arange(n)].any()
+    a = ALPHA / 4  # four families of checks below
+    # per-bit marginals: sum of z^2 over the n(n-1) cells ~ chi2(n(n-1)), vs exact and vs reference
+    prob = np.where(adj, pt[:, None], pf[:, None])
+    off = ~np.eye(n, dtype=bool)
+    var = S * prob * (1 - prob)
+    z2 = (out.sum(0) - S * prob) ** 2 / var
+    assert stats.chi2.sf(z2[off].sum(), off.sum()) > a
+    z2r = (out.sum(0) - ref.sum(0)) ** 2 / (2 * var)
+    assert stats.chi2.sf(z2r[off].sum(), off.sum()) > a
+    # joint (true kept, false) counts: product of two binomials, and two-sample vs reference
+    for i in range(n):
+        m = n - 1 - deg[i]
+
+        def code(x, i=i, m=m):
+            kt = (x[:, i] & adj[i]).sum(1)
+            kf = (x[:, i] & ~adj[i] & off[i]).sum(1)
+            return np.bincount(kt * (m + 1) + kf, minlength=(deg[i] + 1) * (m + 1))
+
+        pmf = np.outer(stats.binom.pmf(np.arange(deg[i] + 1), deg[i], pt[i]),
+                       stats.binom.pmf(np.arange(m + 1), m, pf[i])).ravel()
+        assert pooled_gof(code(out), S * pmf) > a / n
+        ck, cr = code(out), code(ref)
+        keep = S * pmf >= 5
+        assert two_sample(np.append(ck[keep], ck[~keep].sum()), np.append(cr[keep], cr[~keep].sum())) > a / n
+
+
+def test_sampler_public_rows_and_edge_probabilities():
+    csr = SMALL12
+    n = csr.num_nodes
+    pub = np.zeros(n, dtype=np.uint8)
+    pub[[0, 3, 11]] = 1
+    res = E._rr_sample(csr, np.full(n, 0.5), np.full(n, 0.5), 5, public=pub)
+    for i in (0, 3, 11):
+        assert torch.equal(res.col[res.rowptr[i]:res.rowptr[i + 1]], csr.col[csr.rowptr[i]:csr.rowptr[i + 1]])
+    # p_true = 1, p_false = 0: the input back; p_true = 0, p_false = 1: the complement
+    same = E._rr_sample(csr, np.ones(n), np.zeros(n), 5)
+    assert torch.equal(same.rowptr, csr.rowptr) and torch.equal(same.col, csr.col)
+    comp = dense(E._rr_sample(csr, np.zeros(n), np.ones(n), 5))
+    assert torch.equal(comp, ~dense(csr) & ~torch.eye(n, dtype=torch.bool))
+
+
+def test_dprr_is_the_sampler_with_the_reported_q():
+    """dprr = degree noise -> q (eq. 6 + Proj) -> sampler with p q and (1-p) q (eq. 7)."""
+    csr = random_graph(300, 1500, 3)
+    res = E.dprr(csr, 1.5, seed=99)
+    P = res.spent.params
+    d = csr.degrees().double()
+    # q from d* exactly as eq. (6) + Proj, with q = 0 for d* <= 0
+    ds = res.d_star
+    q = torch.where(ds > 0, ds / (ds * (P["p"] - P["flip_prob"]) + (300 - 1) * P["flip_prob"]), torch.zeros(()))
+    assert torch.equal(q.clamp(0, 1), res.q)
+    assert P["p"] == pytest.approx(math.exp(P["eps2"]) / (math.exp(P["eps2"]) + 1), rel=1e-15)
+    # d* = d + g k on the grid
+    k = (ds - d) / P["granularity"]
+    assert torch.equal(k, k.round())
+    again = E._rr_sample(csr, P["p"] * res.q.numpy(), P["flip_prob"] * res.q.numpy(), 99)
+    assert torch.equal(again.rowptr, res.noisy.rowptr) and torch.equal(again.col, res.noisy.col)
+    assert torch.equal(res.noisy_degrees, res.noisy.degrees())
+
+
+# --------------------------------------------------------------------------------------------
+# exact privacy (computed, not sampled)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("eps", [0.5, 1.0, 3.0])
+def test_exact_edge_ldp_of_rr_and_sampling_given_q(eps):
+    """Every noisy list's probability under neighbouring lists: max ratio <= e^eps2."""
+    n = 9  # lists of 8 bits: 256 inputs x 8 flips x 256 outputs
+    csr = random_graph(n, 14, 1)
+    res = E.dprr(csr, eps, seed=4, eps1=eps / 5)
+    P = res.spent.params
+    p, pm = P["p"], P["flip_prob"]
+    bits = np.array(list(itertools.product([0, 1], repeat=n - 1)), dtype=bool)  # inputs == outputs
+    worst = 0.0
+
+    def logratio(a, b):  # |log a - log b| elementwise; 0 where both are impossible, inf if only one is
+        both = np.isneginf(a) & np.isneginf(b)
+        with np.errstate(invalid="ignore"):
+            d = np.abs(a - b)
+        return np.where(both, 0.0, d)
+
+    for q in list(res.q.numpy()) + [1.0, 1e-3, 0.5, 0.0]:
+        pt, pf = p * q, pm * q  # the per-bit probabilities the kernel is given
+        with np.errstate(divide="ignore"):
+            l1 = np.log(np.where(bits, pt, 1 - pt))  # log P(out_j | a_j = 1), rows: outputs
+            l0 = np.log(np.where(bits, pf, 1 - pf))  # log P(out_j | a_j = 0)
+        for j in range(n - 1):
+            worst = max(worst, float(logratio(l1[:, j], l0[:, j]).max()))
+        # whole lists: every input list a (rows) and its neighbour a' with bit j flipped,
+        # every output list (columns): log P(out | a) = sum_j log P(out_j | a_j)
+        logp = np.where(bits[:, None, :], l1[None], l0[None]).sum(-1)
+        for j in range(n - 1):
+            flip = bits.copy()
+            flip[:, j] ^= True
+            logq = np.where(flip[:, None, :], l1[None], l0[None]).sum(-1)
+            worst = max(worst, float(logratio(logp, logq).max()))
+        assert not np.isnan(worst)
+    assert worst <= P["eps2"] + 1e-12
+    assert worst >= P["eps2"] - 1e-9  # tight: the output bit 1 attains e^eps2
+
+
+@pytest.mark.parametrize("eps, n_max", [(0.5, 22470), (1.0, 100), (2.0, 1000), (0.3, 10_000)])
+def test_degree_noise_ratio_and_total_budget(eps, n_max):
+    csr = random_graph(60, 200, 2)
+    res = E.dprr(csr, eps, seed=1, n_max=max(n_max, 60))
+    P = res.spent.params
+    assert P["eps1"] == max(math.sqrt(8 / (P["n_max"] - 1)), (1 - 0.9) * eps)
+    assert P["eps2"] > 0 and res.spent.eps == P["eps1_used"] + P["eps2"] <= eps
+    assert P["eps1_used"] <= P["eps1"] and P["eps1_used"] > P["eps1"] * (1 - 2**-30)
+    # grid pmf P[k] ~ exp(-(s/t)|k|); d -> d+1 moves d* by 1/g grid steps
+    r, G = P["dlap_s"] / P["dlap_t"], round(1 / P["granularity"])
+    k = np.arange(-20 * G, 20 * G)
+    logratio = r * (np.abs(k - G) - np.abs(k))  # log P[d* | d] - log P[d* | d+1]
+    assert np.abs(logratio).max() <= P["eps1_used"] * (1 + 1e-12)
+    assert r * G == pytest.approx(P["eps1_used"], rel=1e-12)
+    assert res.spent.mechanism == "dprr" and res.spent.target == "edges"
+    assert "relationship" in res.spent.guarantee
+
+
+def test_degree_noise_distribution():
+    """d* - d = g * DLap: histogram of the grid noise vs its exact pmf (20k users)."""
+    n = 20_000
+    csr = graph_from_edges(n, [(i, i + 1) for i in range(0, n - 1, 2)])
+    res = E.dprr(csr, 2.0, seed=8, eps1=0.5)
+    P = res.spent.params
+    k = ((res.d_star - csr.degrees().double()) / P["granularity"]).round().long().numpy()
+    r = P["dlap_s"] / P["dlap_t"]
+    # bins: k in [-B, B) split at quantiles of |k|; P[|L| >= a] = 2 e^{-ra} / (1 + e^{-r}), a >= 1
+    edges_abs = np.unique(np.round(-np.log(np.linspace(1, 0.02, 25)[1:-1]) / r).astype(np.int64))
+    cuts = np.concatenate([-edges_abs[::-1], [0], edges_abs])
+
+    def cdf(x):  # P[L <= x] for integer x
+        x = np.asarray(x, dtype=np.float64)
+        c = 1 / (1 + math.exp(-r))
+        return np.where(x >= 0, 1 - c * np.exp(-r * (x + 1)), c * np.exp(r * x))
+
+    probs = np.diff(np.concatenate([[0.0], cdf(cuts[1:] - 1), [1.0]]))
+    obs = np.bincount(np.searchsorted(cuts[1:], k, side="right"), minlength=probs.size)
+    assert pooled_gof(obs, n * probs) > ALPHA
+
+
+# --------------------------------------------------------------------------------------------
+# degree preservation on Facebook (eq. 9, exact expectation incl. Proj)
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def facebook_csr():
+    try:
+        from ldpfast.datasets import load
+
+        data = load("facebook")
+    except Exception as exc:  # noqa: BLE001 - loader missing or no data root
+        pytest.skip(f"facebook dataset not available: {exc}")
+    return to_csr(data.edge_index, int(data.num_nodes), symmetrize=True)
+
+
+def _exact_moments(deg, n, P):
+    """E[d~_i] and Var[d~_i] per user, summing over the discrete Laplace pmf of d*."""
+    from scipy.signal import fftconvolve
+
+    r, G = P["dlap_s"] / P["dlap_t"], round(1 / P["granularity"])
+    p, pm = P["p"], P["flip_prob"]
+    K = math.ceil(45 / r)
+    kk = np.arange(-K, K + 1)
+    pmf = np.exp(-r * np.abs(kk)) * (1 - math.exp(-r)) / (1 + math.exp(-r))
+    dmax = int(deg.max())
+    m = np.arange(-K, dmax * G + K + 1)  # grid positions of d* (units of g)
+    x = m / G
+    pos = x > 0
+    xs = np.where(pos, x, 1.0)
+    h = np.clip(np.where(pos, xs / (xs * (p - pm) + (n - 1) * pm), 0.0), 0, 1)  # Proj(q(d*))
+    eq = fftconvolve(h, pmf, mode="valid")  # eq[d G] = E[q | d], for grid offsets 0..dmax*G
+    eq2 = fftconvolve(h * h, pmf, mode="valid")
+    Eq, Eq2 = eq[deg * G], eq2[deg * G]
+    c = deg * (p - pm) + (n - 1) * pm
+    mean = c * Eq
+    # Var = E[Var(d~|d*)] + Var(E[d~|d*]); Var(d~|d*) = d pq(1-pq) + (n-1-d) pm q (1 - pm q)
+    ev = deg * (p * Eq - p * p * Eq2) + (n - 1 - deg) * (pm * Eq - pm * pm * Eq2)
+    var = ev + c * c * (Eq2 - Eq * Eq)
+    return mean, var
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
+def test_degree_preservation_facebook(facebook_csr, eps):
+    csr = facebook_csr
+    n = csr.num_nodes
+    res = E.dprr(csr, eps, seed=2024)
+    deg = csr.degrees().numpy()
+    mean, var = _exact_moments(deg, n, res.spent.params)
+    obs = res.noisy_degrees.double().mean().item()
+    exp = mean.mean()
+    se = math.sqrt(var.sum()) / n
+    z = (obs - exp) / se
+    # two-sided false alarm at |z| > 4.42: 1e-5
+    assert abs(z) < 4.42, (obs, exp, se)
+    # eq. (11) says E[d~_i] ~ d_i; Proj (q_i = 0 for d*_i <= 0) biases low degrees upwards when
+    # eps1 is small (Facebook: mean 15.2 -> 21.4 at eps = 0.5, 16.0 at eps = 2), still far from
+    # Warner's RR, whose expected mean degree is (n-1)/(e^eps+1) + ... ~ 8000 at eps = 0.5
+    assert deg.mean() <= exp < 1.5 * deg.mean()
+
+
+# --------------------------------------------------------------------------------------------
+# determinism: backends, threads, structure
+# --------------------------------------------------------------------------------------------
+def _same(a: CSR, b: CSR):
+    return torch.equal(a.rowptr, b.rowptr) and torch.equal(a.col, b.col)
+
+
+@pytest.mark.skipif(len(BACKENDS) < 2, reason="needs both the cpp and numba backends")
+def test_cpp_and_numba_bit_identical():
+    csr = random_graph(3000, 12000, 5)
+    pub = torch.zeros(3000, dtype=torch.bool)
+    pub[::7] = True
+    a = E.dprr(csr, 1.0, seed=2**63 + 12345, public=pub, backend="cpp")
+    b = E.dprr(csr, 1.0, seed=2**63 + 12345, public=pub, backend="numba")
+    assert _same(a.noisy, b.noisy) and torch.equal(a.d_star.nan_to_num(), b.d_star.nan_to_num())
+    for rule in E.SYMMETRIZE_RULES:
+        assert _same(E.server_graph(a.noisy, rule, "cpp"), E.server_graph(a.noisy, rule, "numba"))
+    small = random_graph(400, 800, 6)
+    assert _same(E.rr_edges(small, 1.0, seed=3, backend="cpp").noisy, E.rr_edges(small, 1.0, seed=3,
+                                                                                  backend="numba").noisy)
+    la = E.local_laplace(csr, 1.0, seed=11, backend="cpp")
+    lb = E.local_laplace(csr, 1.0, seed=11, backend="numba")
+    assert _same(la.noisy, lb.noisy) and la.spent.params == lb.spent.params
+    lc = E.local_laplace(small, 1.0, seed=11, backend="cpp", _target=5.0)
+    ld = E.local_laplace(small, 1.0, seed=11, backend="numba", _target=5.0)
+    assert _same(lc.noisy, ld.noisy) and lc.spent.params["threshold_rounds"] > 1
+    for name in ("cpp", "numba"):
+        k = ldpfast._backend.get("cpu", name)
+        assert k.edges_check_csr(csr.rowptr.numpy(), csr.col.numpy()) == 0
+
+
+def test_thread_count_does_not_change_output(threads):
+    csr = random_graph(20_000, 100_000, 7)
+    outs = []
+    for t in (1, 2):
+        threads(t)
+        r = E.dprr(csr, 1.0, seed=42)
+        outs.append((r.noisy, E.server_graph(r.noisy, "or"), E.local_laplace(csr, 2.0, seed=1).noisy))
+    for a, b in zip(*outs):
+        assert _same(a, b)
+
+
+@pytest.mark.parametrize("rule", ["none", "or", "and", "lower", "upper"])
+def test_server_graph_rules_match_dense(rule):
+    csr = random_graph(50, 300, 9)
+    res = E.dprr(csr, 3.0, seed=5, eps1=0.5, symmetrize=rule)
+    A = dense(res.noisy)
+    low = torch.tril(A, -1)
+    up = torch.triu(A, 1)
+    want = {"none": A, "or": A | A.T, "and": A & A.T, "lower": low | low.T, "upper": up | up.T}[rule]
+    got = dense(res.graph())
+    assert torch.equal(got, want)
+    ei = res.edge_index
+    if rule == "none":  # (j, i) for j in user i's list: node i aggregates over its own list
+        assert torch.equal(ei, res.noisy.to_edge_index().flip(0))
+    else:
+        assert torch.equal(dense(to_csr(ei, 50)), want)
+
+
+def test_output_structure_and_public_users():
+    csr = random_graph(5000, 25000, 10)
+    n = csr.num_nodes
+    pub = torch.rand(n, generator=torch.Generator().manual_seed(0)) < 0.2
+    res = E.dprr(csr, 1.0, seed=3, public=pub)
+    rp, col = res.noisy.rowptr, res.noisy.col.long()
+    row = torch.repeat_interleave(torch.arange(n), res.noisy.degrees())
+    assert bool((row != col).all()) and int(col.min()) >= 0 and int(col.max()) < n
+    key = row * n + col
+    assert bool((key[1:] > key[:-1]).all())  # rows sorted, no duplicates
+    for i in torch.nonzero(pub).flatten()[:200].tolist():
+        assert torch.equal(res.noisy.col[rp[i]:rp[i + 1]], csr.col[csr.rowptr[i]:csr.rowptr[i + 1]])
+    assert bool(res.q[pub].isnan().all()) and not bool(res.q[~pub].isnan().any())
+    assert res.spent.params["num_public"] == int(pub.sum())
+    changed = sum(not torch.equal(res.noisy.col[rp[i]:rp[i + 1]], csr.col[csr.rowptr[i]:csr.rowptr[i + 1]])
+                  for i in torch.nonzero(~pub).flatten()[:200].tolist())
+    assert changed > 150
+
+
+# --------------------------------------------------------------------------------------------
+# RR and LocalLap
+# --------------------------------------------------------------------------------------------
+def test_rr_edges_refuses_dense_output_and_runs_when_allowed():
+    csr = random_graph(20_000, 40_000, 11)
+    with pytest.raises(ValueError, match=r"max_output_edges=50000000") as ei:
+        E.rr_edges(csr, 1.0, seed=1)
+    msg = str(ei.value)
+    expected = E.expected_rr_output(csr, 1.0)
+    assert f"{expected:.4g}" in msg and "GiB" in msg
+    small = random_graph(300, 600, 12)
+    res = E.rr_edges(small, 1.0, seed=2)
+    exp = E.expected_rr_output(small, 1.0)
+    assert abs(res.noisy.nnz - exp) < 6 * math.sqrt(exp)
+    assert res.spent.eps == 1.0 and res.spent.mechanism == "rr_edges"
+    # per-bit probabilities: one big marginal check
+    A, A0 = dense(res.noisy), dense(small)
+    p = math.e / (1 + math.e)
+    off = ~torch.eye(300, dtype=torch.bool)
+    kept = (A & A0).sum().item()
+    flipped_on = (A & ~A0 & off).sum().item()
+    n1, n0 = A0.sum().item(), (~A0 & off).sum().item()
+    assert abs(kept - n1 * p) < 5 * math.sqrt(n1 * p * (1 - p))
+    assert abs(flipped_on - n0 * (1 - p)) < 5 * math.sqrt(n0 * p * (1 - p))
+
+
+def _laplace(shape, b, gen):
+    u = torch.rand(shape, generator=gen, dtype=torch.float64) - 0.5
+    return -b * torch.sign(u) * torch.log1p(-2 * u.abs())
+
+
+def _locallap_reference(adj, eps, gen):
+    """LocalLap line by line (paper section V-A) with continuous Laplace noise."""
+    n = adj.shape[0]
+    eps1, eps2 = eps / 10, 9 * eps / 10
+    d_star = adj.sum(1).double() + _laplace((n,), 1 / eps1, gen)
+    T = int(min(max(math.floor(d_star.sum().item() / 2), 0), n * (n - 1) // 2))
+    iu = torch.triu_indices(n, n, 1)
+    vals = adj[iu[0], iu[1]].double() + _laplace((iu.shape[1],), 1 / eps2, gen)
+    top = torch.topk(vals, T).indices
+    return adj[iu[0, top], iu[1, top]].sum().item(), T
+
+
+def test_locallap_matches_dense_reference_and_forced_rounds(threads):
+    threads(1)
+    csr = random_graph(150, 300, 13)
+    adj = dense(csr)
+    S = 300
+    gen = torch.Generator().manual_seed(5)
+    ref, ours, forced = [], [], []
+    for s in range(S):
+        ref.append(_locallap_reference(adj, 1.0, gen)[0])
+        r = E.local_laplace(csr, 1.0, seed=500 + s)
+        T = r.spent.params["T"]
+        assert r.noisy.nnz == 2 * T  # exactly T undirected edges
+        ours.append(int((dense(r.noisy) & adj).sum().item()) // 2)
+        f = E.local_laplace(csr, 1.0, seed=900 + s, _target=max(1.0, T / 8))
+        assert f.noisy.nnz == 2 * f.spent.params["T"]
+        forced.append(int((dense(f.noisy) & adj).sum().item()) // 2)
+    hi = max(max(ref), max(ours), max(forced)) + 1
+    h = [np.bincount(np.minimum(x, hi), minlength=hi + 1) for x in (ref, ours, forced)]
+
+    def merged(a, b):  # merge sparse tail categories so the chi-square is valid
+        keep = (a + b) >= 10
+        return np.append(a[keep], a[~keep].sum()), np.append(b[keep], b[~keep].sum())
+
+    assert two_sample(*merged(h[0], h[1])) > ALPHA / 2
+    assert two_sample(*merged(h[1], h[2])) > ALPHA / 2
+
+
+def test_locallap_small_graph_dense_mode_and_budget():
+    csr = SMALL12
+    res = E.local_laplace(csr, 2.0, seed=3)
+    P = res.spent.params
+    assert P["threshold"] == -(2**63)  # tau = -inf: every entry is a candidate
+    assert res.noisy.nnz == 2 * P["T"]
+    assert res.spent.eps == P["eps1_used"] + P["eps2_used"] <= 2.0
+    assert P["eps1"] == pytest.approx(0.2) and P["eps2"] == pytest.approx(1.8)
+
+
+# --------------------------------------------------------------------------------------------
+# bad input and the transforms
+# --------------------------------------------------------------------------------------------
+def test_bad_inputs_raise_and_change_nothing():
+    csr = random_graph(40, 100, 14)
+    before = (csr.rowptr.clone(), csr.col.clone())
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="eps"):
+            E.dprr(csr, bad, seed=1)
+        with pytest.raises(ValueError, match="eps"):
+            E.rr_edges(csr, bad, seed=1)
+        with pytest.raises(ValueError, match="eps"):
+            E.local_laplace(csr, bad, seed=1)
+    with pytest.raises(TypeError, match="eps"):
+        E.dprr(csr, "1", seed=1)
+    with pytest.raises(ValueError, match="eps1"):
+        E.dprr(csr, 1.0, eps1=1.0, seed=1)
+    with pytest.raises(ValueError, match="eps1.*eq. 8"):
+        E.dprr(csr, 0.4, seed=1)  # eq. 8: eps1 = sqrt(8/39) = 0.45 >= eps
+    with pytest.raises(ValueError, match="n_max"):
+        E.dprr(csr, 1.0, n_max=10, seed=1)
+    with pytest.raises(ValueError, match="symmetrize"):
+        E.dprr(csr, 1.0, symmetrize="both", seed=1)
+    with pytest.raises(ValueError, match="public"):
+        E.dprr(csr, 1.0, public=torch.zeros(39, dtype=torch.bool), seed=1)
+    with pytest.raises(TypeError, match="public"):
+        E.dprr(csr, 1.0, public=torch.zeros(40, dtype=torch.int64), seed=1)
+    with pytest.raises(TypeError, match="public"):
+        E.dprr(csr, 1.0, public=[False] * 40, seed=1)
+    # asymmetric, self loops, too small
+    asym = to_csr(torch.tensor([[0, 1], [1, 2]]), 3)
+    for fn in (E.dprr, E.rr_edges, E.local_laplace):
+        with pytest.raises(ValueError, match="asymmetric"):
+            fn(asym, 2.0, seed=1)
+    loop = CSR(torch.tensor([0, 2, 3]), torch.tensor([0, 1, 0], dtype=torch.int32), 2)
+    with pytest.raises(ValueError, match="self loops"):
+        E.dprr(loop, 2.0, eps1=0.5, seed=1)
+    unsorted = CSR(torch.tensor([0, 2, 3, 4]), torch.tensor([2, 1, 0, 0], dtype=torch.int32), 3)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        E.dprr(unsorted, 2.0, eps1=0.5, seed=1)
+    with pytest.raises(ValueError, match="at least 2 nodes"):
+        E.dprr(CSR(torch.tensor([0, 0]), torch.zeros(0, dtype=torch.int32), 1), 2.0, seed=1)
+    with pytest.raises(TypeError, match="graph"):
+        E.dprr(torch.zeros(2, 3), 1.0, seed=1)
+    assert torch.equal(before[0], csr.rowptr) and torch.equal(before[1], csr.col)
+
+
+def test_bad_data_inputs():
+    from torch_geometric.data import Data
+
+    with pytest.raises(ValueError, match="self loops"):
+        E.dprr(Data(edge_index=torch.tensor([[0, 1, 1], [1, 0, 1]]), num_nodes=3), 2.0, eps1=0.5, seed=1)
+    with pytest.raises(ValueError, match="duplicate"):
+        E.dprr(Data(edge_index=torch.tensor([[0, 1, 0], [1, 0, 1]]), num_nodes=3), 2.0, eps1=0.5, seed=1)
+    with pytest.raises(ValueError, match="asymmetric"):
+        E.dprr(Data(edge_index=torch.tensor([[0], [1]]), num_nodes=3), 2.0, eps1=0.5, seed=1)
+
+
+def test_transforms_copy_and_ledger():
+    from torch_geometric.data import Data
+
+    from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
+
+    csr = random_graph(200, 600, 15)
+    ei = csr.to_edge_index()
+    data = Data(edge_index=ei.clone(), num_nodes=200, edge_attr=torch.ones(ei.size(1), 2),
+                public=torch.arange(200) % 5 == 0)
+    data.ldp_ledger = Ledger([Spent("grr", "features", 1.0)])
+    ei0 = data.edge_index.clone()
+    out = DPRR(eps=2.0, seed=1, eps1=0.5, public="public")(data)
+    assert torch.equal(data.edge_index, ei0) and "edge_attr" in data
+    assert len(data.ldp_ledger.entries) == 1
+    assert "edge_attr" not in out
+    assert [e.mechanism for e in out.ldp_ledger.entries] == ["grr", "dprr"]
+    assert out.ldp_ledger.by_target()["edges"] == pytest.approx(2.0, abs=1e-9)
+    ref = E.dprr(data, 2.0, seed=1, eps1=0.5, public=data.public)
+    assert torch.equal(out.edge_index, ref.edge_index)
+    out2 = RREdges(eps=1.0, seed=2)(data)
+    assert out2.ldp_ledger.entries[-1].mechanism == "rr_edges"
+    out3 = LocalLap(eps=1.0, seed=3)(DPRR(eps=2.0, seed=1, eps1=0.5, symmetrize="or")(data))
+    assert [e.mechanism for e in out3.ldp_ledger.entries] == ["grr", "dprr", "locallap"]
+    # chained: DPRR's output is directed, LocalLap needs an undirected graph -> clear error
+    with pytest.raises(ValueError, match="asymmetric"):
+        LocalLap(eps=1.0, seed=3)(DPRR(eps=2.0, seed=1, eps1=0.5)(Data(edge_index=ei, num_nodes=200)))
+
+
+def test_transform_on_csr_stored_graph_keeps_csr_consistent():
+    from torch_geometric.data import Data
+
+    from ldpfast._edge_transforms import DPRR
+    from ldpfast.graph import csr_of
+
+    csr = random_graph(300, 900, 16)
+    data = Data(num_nodes=300)
+    data.csr = csr
+    data.__dict__["csr"] = csr  # how ldpfast.datasets stores CSR-only graphs
+    out = DPRR(eps=2.0, seed=4, eps1=0.5)(data)
+    assert "edge_index" not in out and data.__dict__["csr"] is csr
+    res = E.dprr(csr, 2.0, seed=4, eps1=0.5)
+    # data.csr has rows = message sources, i.e. what csr_of(edge_index) would build
+    assert _same(csr_of(out), to_csr(res.edge_index, 300))
+    out_or = DPRR(eps=2.0, seed=4, eps1=0.5, symmetrize="or")(data)
+    assert _same(csr_of(out_or), res.graph() if res.symmetrize == "or" else E.server_graph(res.noisy, "or"))
+
+
+def test_streams_are_distinct_from_other_mechanisms():
+    assert len({Stream.DPRR_DEGREE, Stream.DPRR_TRUE, Stream.DPRR_FALSE, Stream.RR_EDGES, Stream.LOCALLAP}) == 5
