@@ -31,6 +31,7 @@ enum Stream : uint32_t {
     STREAM_SYNTH_TRIM = 15,
     STREAM_HETER_CENTRAL = 16,
     STREAM_HETER_PERIPHERAL = 17,
+    STREAM_HETER_INFERENCE = 18,
 };
 
 struct CellRng {

@@ -3,6 +3,24 @@ from __future__ import annotations
 
 import numba
 
+from .edges import (  # noqa: F401
+    csr_combine,
+    csr_transpose,
+    edges_check_csr,
+    edges_rr_count,
+    edges_rr_fill,
+    locallap_edge_values,
+    locallap_zero,
+)
+from .features import (  # noqa: F401
+    check_categorical,
+    check_range,
+    grr,
+    grr_fs,
+    multibit_encode,
+    onebit,
+    rr_labels,
+)
 from .graph import coo_to_csr, csr_sort_unique  # noqa: F401
 from .propagate import spmm_scaled  # noqa: F401
 from .rng_kernels import (  # noqa: F401
@@ -16,7 +34,17 @@ from .rng_kernels import (  # noqa: F401
     fill_uniform,
     philox_blocks,
 )
-from .synthetic import synth_edge_count, synth_edge_fill, synth_expected, synth_features, synth_nodes, synth_symmetrize, synth_trim  # noqa: F401,E501
+from .sampling import heter_central, heter_edges, heter_infer_nodes, heter_nodes  # noqa: F401
+from .synthetic import (  # noqa: F401
+    synth_edge_count,
+    synth_edge_fill,
+    synth_edge_sample,
+    synth_expected,
+    synth_features,
+    synth_nodes,
+    synth_symmetrize,
+    synth_trim,
+)
 
 
 def get_num_threads() -> int:

@@ -3,7 +3,26 @@
 Every mechanism returns (or records on the PyG ``Data``) a :class:`Spent` entry; a
 :class:`Ledger` sums them by basic sequential composition, which is what the papers use
 (RGNN Theorem 1 + label budget, LPGNN Corollary 3.7, DPRR eps1 + eps2).
+
+:mod:`.ldp` holds the closed forms of the local randomisers (GRR probabilities and the
+integer thresholds the kernels use, GRR-FS budgets, LPGNN's optimal ``m``).  Note: RGNN
+Theorem 1's ``eps_X`` (:func:`grr_fs_epsilon`) does not bound GRR-FS's privacy loss under
+the LDP definition; the exact guarantee is ``m * eps_x`` (:func:`grr_fs_epsilon_exact`),
+which is what :func:`ldpfast.mechanisms.grr_fs` records by default.
 """
 from __future__ import annotations
 
 from .budget import Ledger, Spent  # noqa: F401
+from .ldp import (  # noqa: F401
+    grr_fs_eps_x_exact,
+    grr_fs_epsilon,
+    grr_fs_epsilon_exact,
+    grr_fs_epsilon_inverse,
+    grr_probs,
+    grr_threshold,
+    grr_threshold_epsilon,
+    multibit_epsilon,
+    onebit_threshold,
+    onebit_threshold_epsilon,
+    optimal_m,
+)

@@ -1,0 +1,16 @@
+"""User-side randomisers (local DP), each a compiled kernel over a whole matrix.
+
+* :mod:`.features`: :func:`grr`, :func:`grr_fs` (RGNN), :func:`onebit`,
+  :func:`multibit_encode` and the server-side :func:`multibit_rectify` (LPGNN).
+* :mod:`.labels`: :func:`rr_labels` (LPGNN eq. 11, RGNN section IV-B).
+
+Every randomiser returns ``(output, Spent)`` (:class:`ldpfast.privacy.Spent`): the
+guarantee per node and the parameters used, seed included.
+"""
+from __future__ import annotations
+
+from .features import grr, grr_fs, multibit_encode, multibit_rectify, onebit, optimal_m
+from .labels import rr_labels
+
+__all__ = ["grr", "grr_fs", "multibit_encode", "multibit_rectify", "onebit", "optimal_m",
+           "rr_labels"]

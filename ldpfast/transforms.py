@@ -1,0 +1,328 @@
+"""PyG transforms around the local-DP randomisers, and feature discretisation helpers.
+
+Each randomising transform returns a new ``Data`` (the input is never modified: PyG's
+``BaseTransform`` hands ``forward`` a shallow copy, and only new tensors are assigned) and
+appends a :class:`~ldpfast.privacy.Spent` to the ledger ``data.ldp_ledger`` (a new
+:class:`~ldpfast.privacy.Ledger` holding the previous entries), so a pipeline can report
+the total budget spent::
+
+    data = GroupBinaryFeatures(25)(data)                 # RGNN preprocessing (Cora)
+    data = GRRFS(eps_x=1.0, m=10, seed=0)(data)
+    data = RRLabels(eps=1.0, seed=1)(data)
+    print(Ledger.of(data))                               # features m*eps_x + labels eps
+
+Transforms
+----------
+* :class:`GRRFS` (RGNN), :class:`MultiBit` and :class:`OneBit` (LPGNN) on ``data.x``;
+* :class:`RRLabels` on ``data.y``; by default the nodes of ``train_mask | val_mask``
+  report labels, as in both papers' code (LPGNN ``LabelPerturbation``, RGNN ``GRR`` with
+  ``train_and_val=True``): test labels stay clean for evaluation.  The mask used is stored
+  as ``data.y_rr_mask``.
+* :class:`GroupBinaryFeatures`, :class:`Discretize`: preprocessing (no privacy cost as
+  long as their parameters are public, see each docstring).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch_geometric.transforms import BaseTransform
+
+from ._checks import check_int, check_tensor
+from .mechanisms.features import grr_fs, multibit_encode, multibit_rectify, onebit
+from .mechanisms.labels import rr_labels
+from .privacy.budget import Ledger, Spent
+
+__all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "MultiBit", "OneBit",
+           "RRLabels", "discretize", "group_binary_features", "quantile_boundaries"]
+
+#: Binary features grouped into one categorical feature by RGNN (section V-A1).
+RGNN_GROUP_SIZES = {"citeseer": 70, "cora": 25, "dblp": 50, "facebook": 100}
+
+
+def _record(data, spent: Spent) -> None:
+    data.ldp_ledger = Ledger(list(Ledger.of(data).entries)).add(spent)
+
+
+def _features(data):
+    x = getattr(data, "x", None)
+    if x is None:
+        raise ValueError("data.x: the transform needs node features")
+    return x
+
+
+class GRRFS(BaseTransform):
+    """GRR with feature sampling on ``data.x`` (RGNN section IV-A, eq. 4).
+
+    Parameters
+    ----------
+    eps_x : float
+        Budget of each sampled feature's GRR report.
+    m : int
+        Features sampled per node (``1 <= m <= d``).
+    domain : int or 1-D tensor
+        Public domain size(s) of the features (default 2: binary, as after
+        :class:`GroupBinaryFeatures`).
+    seed : int, optional
+    accounting : {"exact", "rgnn_theorem1"}
+        What the ledger records (default the exact guarantee ``m * eps_x``; see
+        :func:`ldpfast.mechanisms.grr_fs`).
+    backend : str, optional
+
+    Float features holding integers (PyG stores 0/1 as float32) are accepted; the output
+    keeps the input dtype.  Privacy: ``m * eps_x``-LDP per node (exact).
+    """
+
+    def __init__(self, eps_x: float, m: int, domain=2, seed: int | None = None,
+                 accounting: str = "exact", backend: str | None = None):
+        self.eps_x, self.m, self.domain, self.seed = eps_x, m, domain, seed
+        self.accounting, self.backend = accounting, backend
+
+    def forward(self, data):
+        x = _features(data)
+        check_tensor("data.x", x, dims=2)
+        xi = x
+        if x.dtype.is_floating_point:
+            if bool(torch.isnan(x).any()) or not bool((x == torch.round(x)).all()):
+                raise ValueError("data.x: GRR-FS needs categorical features; float features "
+                                 "must hold integers (discretise them first, see Discretize)")
+            xi = x.to(torch.int64)
+        out, spent = grr_fs(xi, self.domain, self.eps_x, self.m, self.seed,
+                            accounting=self.accounting, backend=self.backend)
+        data.x = out.to(x.dtype)
+        _record(data, spent)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(eps_x={self.eps_x}, m={self.m}, domain={self.domain})"
+
+
+class MultiBit(BaseTransform):
+    """LPGNN multi-bit encoder on ``data.x`` (Algorithm 1), rectified by eq. (4).
+
+    Parameters
+    ----------
+    eps : float
+        Per-node feature budget ``eps_x``.
+    m : int, optional
+        Sampled dimensions (default ``m*`` of eq. 6).
+    alpha, beta : float
+        Public feature range (features must lie in it; LPGNN normalises them to [0, 1]).
+    rectify : bool
+        True (default): ``data.x`` becomes the unbiased float estimate ``x'`` (eq. 4), what
+        the LPGNN server trains on; False: the int8 encoding ``x*`` in {-1, 0, 1}.
+    seed : int, optional
+    backend : str, optional
+
+    Privacy: ``eps``-LDP per node (Theorem 3.1).
+    """
+
+    _one_bit = False
+
+    def __init__(self, eps: float, m: int | None = None, alpha: float = 0.0, beta: float = 1.0,
+                 rectify: bool = True, seed: int | None = None, backend: str | None = None):
+        self.eps, self.m, self.alpha, self.beta = eps, m, alpha, beta
+        self.rectify, self.seed, self.backend = rectify, seed, backend
+
+    def forward(self, data):
+        x = _features(data)
+        if self._one_bit:
+            out, spent = onebit(x, self.eps, self.alpha, self.beta, self.seed, backend=self.backend)
+        else:
+            out, spent = multibit_encode(x, self.eps, self.m, self.alpha, self.beta, self.seed,
+                                         backend=self.backend)
+        if self.rectify:
+            out = multibit_rectify(out, self.eps, spent.params["m"], self.alpha, self.beta,
+                                   dtype=x.dtype)
+        data.x = out
+        _record(data, spent)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(eps={self.eps}, m={self.m}, alpha={self.alpha}, beta={self.beta})"
+
+
+class OneBit(MultiBit):
+    """1-bit mechanism on every dimension of ``data.x`` with budget ``eps / d`` each
+    (LPGNN's 1B baseline: Algorithm 1 with ``m = d``); rectified by eq. (4) with ``m = d``
+    unless ``rectify=False``.  Privacy: ``eps``-LDP per node."""
+
+    _one_bit = True
+
+    def __init__(self, eps: float, alpha: float = 0.0, beta: float = 1.0, rectify: bool = True,
+                 seed: int | None = None, backend: str | None = None):
+        super().__init__(eps, None, alpha, beta, rectify, seed, backend)
+
+
+class RRLabels(BaseTransform):
+    """Randomized response on ``data.y`` (LPGNN eq. 11, RGNN section IV-B).
+
+    Parameters
+    ----------
+    eps : float
+        Label budget ``eps_y``.
+    mask : {"train_val", "train", "all"}, str attribute name, or bool tensor
+        Nodes that report their label.  ``"train_val"`` (default): ``train_mask | val_mask``
+        when the data has both (what LPGNN's and RGNN's code do; test labels stay clean),
+        else all nodes.  Any other string names a bool attribute of ``data``.
+    num_classes : int, optional
+        Default: ``data.num_classes`` if set, else ``int(y.max()) + 1`` (the class count
+        is treated as public).
+    seed : int, optional
+    backend : str, optional
+
+    The mask used is stored as ``data.y_rr_mask``.  Privacy: ``eps``-LDP per node.
+    """
+
+    def __init__(self, eps: float, mask="train_val", num_classes: int | None = None,
+                 seed: int | None = None, backend: str | None = None):
+        self.eps, self.mask, self.num_classes, self.seed = eps, mask, num_classes, seed
+        self.backend = backend
+
+    def _mask(self, data, n):
+        mk = self.mask
+        if isinstance(mk, torch.Tensor):
+            return mk
+        if mk == "all":
+            return torch.ones(n, dtype=torch.bool, device=data.y.device)
+        if mk == "train_val":
+            tr, va = getattr(data, "train_mask", None), getattr(data, "val_mask", None)
+            if tr is None or va is None:
+                return torch.ones(n, dtype=torch.bool, device=data.y.device)
+            return tr | va
+        if mk == "train":
+            mk = "train_mask"
+        if isinstance(mk, str):
+            t = getattr(data, mk, None)
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"mask: data has no bool tensor attribute {mk!r}")
+            return t
+        raise TypeError(f"mask: expected 'train_val', 'train', 'all', an attribute name or a bool "
+                        f"tensor, got {type(mk).__name__}")
+
+    def forward(self, data):
+        y = getattr(data, "y", None)
+        if y is None:
+            raise ValueError("data.y: the transform needs node labels")
+        c = self.num_classes
+        if c is None:
+            c = getattr(data, "num_classes", None)
+            if not isinstance(c, int):
+                c = int(y.max()) + 1 if y.numel() else 1
+        mask = self._mask(data, y.shape[0])
+        out, spent = rr_labels(y, c, self.eps, self.seed, mask=mask, backend=self.backend)
+        data.y = out
+        data.y_rr_mask = mask
+        _record(data, spent)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(eps={self.eps}, mask={self.mask!r})"
+
+
+# --- discretisation ---------------------------------------------------------------------------
+def group_binary_features(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """RGNN's grouping of sparse binary features (section V-A1, Table I).
+
+    Consecutive blocks of ``group_size`` columns (the last block may be shorter) become one
+    binary feature that is 1 iff any feature of the block is non-zero, so
+    ``d' = ceil(d / group_size)`` (Citeseer 3703/70 -> 53, Cora 1433/25 -> 58,
+    DBLP 1639/50 -> 33, Facebook 4714/100 -> 48, as in Table I).  The paper says only that
+    a fixed number of features is combined "into one representative feature"; the rule
+    (block sum, then ``> 0``) is the authors' ``preprocess_features`` in ``data.py``.  It
+    needs only the public ``group_size`` and runs on each user's own vector, so it costs no
+    privacy.
+
+    Returns a float tensor of 0/1 with the dtype of ``x`` (float32 for integer input).
+    """
+    check_tensor("x", x, dims=2)
+    g = check_int("group_size", group_size, 1)
+    if x.is_floating_point() and bool(torch.isnan(x).any()):
+        raise ValueError("x: contains NaN")
+    n, d = x.shape
+    dp = math.ceil(d / g) if d else 0
+    pad = dp * g - d
+    nz = (x != 0)
+    if pad:
+        nz = torch.cat([nz, torch.zeros(n, pad, dtype=torch.bool, device=x.device)], dim=1)
+    out = nz.reshape(n, dp, g).any(dim=2)
+    return out.to(x.dtype if x.is_floating_point() else torch.float32)
+
+
+def quantile_boundaries(x: torch.Tensor, bins: int) -> torch.Tensor:
+    """Per-column cut points at the ``1/bins, ..., (bins-1)/bins`` quantiles of ``x``.
+
+    RGNN discretises numerical attributes "based on the quantile distribution of their
+    values" (section V-A1).  Quantiles computed on the private data are themselves not
+    private: use this on public or previously released data, or pass public boundaries to
+    :func:`discretize`.  Returns ``(bins - 1, d)``.
+    """
+    check_tensor("x", x, dims=2, dtypes=(torch.float32, torch.float64))
+    b = check_int("bins", bins, 2)
+    if bool(torch.isnan(x).any()):
+        raise ValueError("x: contains NaN")
+    q = torch.arange(1, b, dtype=x.dtype, device=x.device) / b
+    return torch.quantile(x, q, dim=0)
+
+
+def discretize(x: torch.Tensor, boundaries: torch.Tensor) -> torch.Tensor:
+    """Map continuous features to categories: ``out[i, j] = #{b : boundaries[b, j] < x[i, j]}``
+    (right-closed bins), an int64 matrix with values in ``[0, len(boundaries)]``, i.e. a
+    domain of size ``boundaries.shape[0] + 1`` for :func:`ldpfast.mechanisms.grr_fs`.
+
+    ``boundaries``: ``(B, d)`` sorted per column, or ``(B,)`` shared by all columns.
+    """
+    check_tensor("x", x, dims=2, dtypes=(torch.float32, torch.float64))
+    check_tensor("boundaries", boundaries, dtypes=(torch.float32, torch.float64))
+    if bool(torch.isnan(x).any()):
+        raise ValueError("x: contains NaN")
+    bd = boundaries.to(x.dtype)
+    if bd.dim() == 1:
+        bd = bd.unsqueeze(1).expand(-1, x.shape[1])
+    if bd.dim() != 2 or bd.shape[1] != x.shape[1]:
+        raise ValueError(f"boundaries: expected shape (B,) or (B, {x.shape[1]}), got "
+                         f"{tuple(boundaries.shape)}")
+    if bd.shape[0] > 1 and not bool((bd[1:] >= bd[:-1]).all()):
+        raise ValueError("boundaries: must be sorted ascending in every column")
+    xt = x.t().contiguous()
+    return torch.searchsorted(bd.t().contiguous(), xt, right=False).t().contiguous()
+
+
+class GroupBinaryFeatures(BaseTransform):
+    """Replace ``data.x`` by :func:`group_binary_features` (RGNN preprocessing); use
+    ``RGNN_GROUP_SIZES[name]`` for the paper's datasets."""
+
+    def __init__(self, group_size: int):
+        self.group_size = check_int("group_size", group_size, 1)
+
+    def forward(self, data):
+        data.x = group_binary_features(_features(data), self.group_size)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.group_size})"
+
+
+class Discretize(BaseTransform):
+    """Replace ``data.x`` by :func:`discretize` with public ``boundaries``; the domain size
+    for :class:`GRRFS` is ``boundaries.shape[0] + 1`` (stored as ``data.x_domain``)."""
+
+    def __init__(self, boundaries: torch.Tensor):
+        self.boundaries = boundaries
+
+    def forward(self, data):
+        data.x = discretize(_features(data), self.boundaries)
+        data.x_domain = int(self.boundaries.shape[0]) + 1
+        return data
+
+
+# --- edge-LDP transforms live with their kernels (DESIGN: ``lf.transforms.DPRR(...)``) ---------
+_EDGE_TRANSFORMS = ("DPRR", "LocalLap", "RREdges")
+
+
+def __getattr__(name):
+    if name in _EDGE_TRANSFORMS:
+        from . import _edge_transforms
+
+        return getattr(_edge_transforms, name)
+    raise AttributeError(f"module 'ldpfast.transforms' has no attribute {name!r}")
