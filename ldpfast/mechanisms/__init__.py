@@ -3,6 +3,8 @@
 * :mod:`.features`: :func:`grr`, :func:`grr_fs` (RGNN), :func:`onebit`,
   :func:`multibit_encode` and the server-side :func:`multibit_rectify` (LPGNN).
 * :mod:`.labels`: :func:`rr_labels` (LPGNN eq. 11, RGNN section IV-B).
+* :mod:`.edges`: :func:`dprr` (DPRR, Algorithm 1), :func:`rr_edges` (Warner RR) and
+  :func:`local_laplace` (LocalLap), in O(|E|).
 
 Every randomiser returns ``(output, Spent)`` (:class:`ldpfast.privacy.Spent`): the
 guarantee per node and the parameters used, seed included.
@@ -13,4 +15,4 @@ from .features import grr, grr_fs, multibit_encode, multibit_rectify, onebit, op
 from .labels import rr_labels
 
 __all__ = ["grr", "grr_fs", "multibit_encode", "multibit_rectify", "onebit", "optimal_m",
-           "rr_labels"]
+           "rr_labels", "dprr", "rr_edges", "local_laplace"]
