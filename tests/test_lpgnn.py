@@ -33,18 +33,19 @@ def cora():
 
 
 def test_fit_reports_privacy_and_learns(cora):
-    rep = lpgnn.fit(cora, 3.0, 3.0, epochs=60, patience=60, seed=0)
+    rep = lpgnn.fit(cora, 3.0, 3.0, epochs=25, patience=25, seed=0)
     assert rep.privacy["eps_total"] == 6.0
     mechs = sorted(e["mechanism"] for e in rep.privacy["entries"])
     assert mechs == ["multibit", "rr_labels"]
     assert rep.privacy["eps"] == pytest.approx(6.0)
-    assert rep.accuracy > 0.45  # chance is ~0.30 (largest class); private training must learn
+    # chance is ~0.30 (largest class); seeds 0-2 gave 0.77-0.80 with 25 epochs
+    assert rep.accuracy > 0.6
 
 
 def test_non_private_spends_nothing(cora):
-    rep = lpgnn.fit(cora, math.inf, math.inf, epochs=40, patience=40, seed=1)
+    rep = lpgnn.fit(cora, math.inf, math.inf, epochs=20, patience=20, seed=1)
     assert rep.privacy["entries"] == [] and math.isinf(rep.privacy["eps_total"])
-    assert rep.accuracy > 0.7
+    assert rep.accuracy > 0.75  # seeds 0-2 gave 0.86-0.88
 
 
 def test_bad_input(cora):
