@@ -12,6 +12,7 @@ guarantee per node and the parameters used, seed included.
 from __future__ import annotations
 
 from .features import grr, grr_fs, multibit_encode, multibit_rectify, onebit, optimal_m
+from .edges import dprr, local_laplace, rr_edges
 from .labels import rr_labels
 
 __all__ = ["grr", "grr_fs", "multibit_encode", "multibit_rectify", "onebit", "optimal_m",
