@@ -11,9 +11,19 @@ guarantee per node and the parameters used, seed included.
 """
 from __future__ import annotations
 
-from .features import grr, grr_fs, multibit_encode, multibit_rectify, onebit, optimal_m
 from .edges import dprr, local_laplace, rr_edges
+from .features import grr, grr_fs, multibit_encode, multibit_rectify, onebit, optimal_m
 from .labels import rr_labels
 
-__all__ = ["grr", "grr_fs", "multibit_encode", "multibit_rectify", "onebit", "optimal_m",
-           "rr_labels", "dprr", "rr_edges", "local_laplace"]
+__all__ = [
+           "dprr",
+           "grr",
+           "grr_fs",
+           "local_laplace",
+           "multibit_encode",
+           "multibit_rectify",
+           "onebit",
+           "optimal_m",
+           "rr_edges",
+           "rr_labels",
+]
