@@ -45,21 +45,18 @@ def heter_central(cand, seed, step, q_b, flags):
 
 
 @pjit
-def _nodes(rowptr, col, deg, centers, cand, allow, use_allow, seed, step, q, M, drop,
-           node_ptr, counts, n_id, zeroed, fill):
+def _nodes(rowptr, col, deg, centers, cand, allow, use_allow, seed, step, q, M, drop, ub_ptr, counts, n_id, zeroed):
     B = centers.shape[0]
     nblk = (B + _BLOCK - 1) // _BLOCK
-    bad = 0
     for blk in nb.prange(nblk):
         st = np.empty(11, dtype=np.uint64)
         sc = np.empty(11, dtype=np.uint64)
         for b in range(blk * _BLOCK, min(B, (blk + 1) * _BLOCK)):
             v = centers[b]
-            out = node_ptr[b] if fill else 0
+            out = ub_ptr[b]
             cnt = 1
-            if fill:
-                n_id[out] = v
-                zeroed[out] = 0
+            n_id[out] = v
+            zeroed[out] = 0
             for e in range(rowptr[v], rowptr[v + 1]):
                 j = np.int64(col[e])
                 if j == v:
@@ -72,16 +69,10 @@ def _nodes(rowptr, col, deg, centers, cand, allow, use_allow, seed, step, q, M, 
                 cen = cand[j] != 0 and _central(sc, seed, step, j, q)
                 if cen and drop:
                     continue
-                if fill:
-                    n_id[out + cnt] = j
-                    zeroed[out + cnt] = 1 if cen else 0
+                n_id[out + cnt] = j
+                zeroed[out + cnt] = 1 if cen else 0
                 cnt += 1
-            if fill:
-                if cnt != node_ptr[b + 1] - node_ptr[b]:
-                    bad += 1
-            else:
-                counts[b] = cnt
-    return bad
+            counts[b] = cnt
 
 
 def _mask(a, n):
@@ -93,29 +84,23 @@ def _mask(a, n):
 
 
 def heter_nodes(rowptr, col, deg, centers, cand_mask, allow_mask, seed, step, q_b, M, drop,
-                counts_or_ptr, n_id, zeroed, fill):
+                ub_ptr, counts, n_id, zeroed):
     n = rowptr.shape[0] - 1
+    B = centers.shape[0]
     if deg.shape[0] != n or cand_mask.shape[0] != n:
         raise ValueError("deg / cand_mask: wrong size")
-    if centers.shape[0] and (centers.min() < 0 or centers.max() >= n):
-        raise IndexError("centers: node id outside [0, n)")
+    if ub_ptr.shape[0] != B + 1 or counts.shape[0] != B:
+        raise ValueError("ub_ptr / counts: wrong size")
+    if B:
+        if centers.min() < 0 or centers.max() >= n:
+            raise IndexError("centers: node id outside [0, n)")
+        if np.any(np.diff(ub_ptr) < 1 + (rowptr[centers + 1] - rowptr[centers])):
+            raise ValueError("ub_ptr: sub-graph b needs 1 + deg(centers[b]) slots")
+    if n_id.shape[0] != ub_ptr[B] or zeroed.shape[0] != ub_ptr[B]:
+        raise ValueError("n_id / zeroed: wrong size")
     allow, use = _mask(allow_mask, n)
-    B = centers.shape[0]
-    if fill:
-        if counts_or_ptr.shape[0] != B + 1 or n_id.shape[0] != counts_or_ptr[B] \
-                or zeroed.shape[0] != counts_or_ptr[B]:
-            raise ValueError("node_ptr / n_id / zeroed: wrong size")
-        bad = _nodes(rowptr, col, deg, centers, cand_mask, allow, use, np.uint64(seed), np.uint32(step),
-                     float(q_b), float(M), bool(drop), counts_or_ptr, np.empty(0, np.int64), n_id,
-                     zeroed, True)
-        if bad:
-            raise RuntimeError("heter_nodes: fill regenerated a different size than count (bug)")
-    else:
-        if counts_or_ptr.shape[0] != B:
-            raise ValueError("counts: wrong size")
-        _nodes(rowptr, col, deg, centers, cand_mask, allow, use, np.uint64(seed), np.uint32(step),
-               float(q_b), float(M), bool(drop), np.empty(0, np.int64), counts_or_ptr,
-               np.empty(0, np.int64), np.empty(0, np.uint8), False)
+    _nodes(rowptr, col, deg, centers, cand_mask, allow, use, np.uint64(seed), np.uint32(step), float(q_b),
+           float(M), bool(drop), ub_ptr, counts, n_id, zeroed)
 
 
 @pjit

@@ -12,6 +12,17 @@ which is what :func:`ldpfast.mechanisms.grr_fs` records by default.
 """
 from __future__ import annotations
 
+from .accountant import (  # noqa: F401
+    DEFAULT_ORDERS,
+    HeterPoissonAccountant,
+    MixtureAccountant,
+    PrivacyReport,
+    gaussian_epsilon,
+    heterpoisson_mixture,
+    mog_rdp,
+    rdp_to_epsilon,
+    tail_bound,
+)
 from .budget import Ledger, Spent  # noqa: F401
 from .ldp import (  # noqa: F401
     grr_fs_eps_x_exact,

@@ -1,0 +1,428 @@
+"""HeterPoisson sub-graph sampling (node-level DP-SGD for GNNs).
+
+Paper: Z. Xiang, T. Wang and D. Wang, "Preserving Node-level Privacy in Graph Neural
+Networks" (``shared/papers/003_a68cceb6d6862899.txt``), Algorithm 2 (HeterPoisson),
+Algorithm 3 (NeighborSampling) and section 4.4 (inference privacy).
+
+One step of :class:`HeterPoisson` returns a batch of sub-graphs ``G = {G_i}``:
+
+1. every candidate node ``i`` (the training nodes) becomes a *central* node independently
+   with probability ``q_b`` (Alg. 2 lines 3-6);
+2. every neighbour ``j in NB(i)`` (``j -> i`` is an edge) of a central node joins ``G_i`` as a
+   *peripheral* node independently with probability ``min(1, M / D_ot(j))``, ``D_ot(j)`` the
+   out-degree of ``j`` in the whole graph (Alg. 3), so that a node is expected to appear as a
+   peripheral node ``q_b M`` times per step whatever its degree;
+3. ``G_i`` is the sub-graph induced on ``{i} + N_i`` (Alg. 2 line 10);
+4. a peripheral node that is itself a central node at this step never carries its
+   information into another sub-graph (Alg. 2 lines 14-23): ``overlap="drop"`` (default)
+   removes it from the other sub-graphs, ``overlap="zero"`` keeps it with an all-zero feature
+   row, the literal text of line 20.
+
+Why ``drop`` is the default: Theorem 2's proof (case 1, Appendix B.1) needs the sub-graphs
+of ``G'`` and ``G*`` to differ in the sub-graph centred on the differing node only.  With
+zeroed features the node still sits in other sub-graphs with its edges, which changes the
+degree normalisation of GCN / the mean of SAGE there (the paper says "modify this node to
+be NULL"); dropping it makes those sub-graphs identical, so the sensitivity really is ``C``.
+The authors' code also drops it.
+
+The sub-graphs are returned as one block-diagonal graph (:class:`SubgraphBatch`): ``x``,
+``edge_index`` with local ids, the node map ``n_id``, the sub-graph pointer ``ptr`` (central
+node of sub-graph ``b`` at local index ``ptr[b]``), a PyG-style ``batch`` vector.
+
+Kernels: ``csrc/cpu/sampling.cpp`` (Numba twin ``ldpfast/_numba/sampling.py``); randomness
+is counter-addressed (a node's central trial at step ``t`` is
+``CellRng(seed, STREAM_HETER_CENTRAL, node, t)``, a peripheral trial is addressed by the CSR
+position of the edge and ``t``), so a step's batch depends only on ``(seed, t)`` and the
+graph: not on the thread count or the backend.  Work per step: one cheap trial per
+candidate plus one per neighbour of the ``q_b |V|`` expected central nodes; the expected
+output size is ``O(q_b |V| M)`` nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .. import _backend
+from .._checks import check_int, check_prob, check_real
+from ..graph import CSR, to_csr
+from ..rng import resolve_seed
+
+__all__ = ["HeterPoisson", "SubgraphBatch", "inference_subgraphs", "neighbour_csr"]
+
+STEP_MAX = 2**32 - 1
+OVERLAP_MODES = ("drop", "zero")
+
+
+@dataclass
+class SubgraphBatch:
+    """A batch of sub-graphs as one block-diagonal graph (PyG conventions).
+
+    Attributes
+    ----------
+    x : torch.Tensor or None
+        ``(N, d)`` features of the batch nodes (``data.x[n_id]``; rows of peripheral nodes
+        that are central elsewhere are zero when ``overlap="zero"``).
+    edge_index : torch.Tensor
+        ``(2, E)`` int64, local ids in ``[0, N)``; edges never cross sub-graphs.
+    n_id : torch.Tensor
+        ``(N,)`` int64 global id of every batch node (the node map).
+    ptr : torch.Tensor
+        ``(B + 1,)`` int64 sub-graph pointer: sub-graph ``b`` holds local nodes
+        ``ptr[b] .. ptr[b+1]-1``, its central node first.
+    batch : torch.Tensor
+        ``(N,)`` int64 sub-graph id of every node.
+    center : torch.Tensor
+        ``(B,)`` int64 local index of each sub-graph's central node (``ptr[:-1]``).
+    y : torch.Tensor or None
+        ``(B,)`` labels of the central nodes.
+    zeroed : torch.Tensor
+        ``(N,)`` bool, peripheral nodes whose features were zeroed (Alg. 2 line 20).
+    step : int
+        The step (or inference round) this batch was drawn for.
+    """
+
+    x: torch.Tensor | None
+    edge_index: torch.Tensor
+    n_id: torch.Tensor
+    ptr: torch.Tensor
+    batch: torch.Tensor
+    center: torch.Tensor
+    y: torch.Tensor | None
+    zeroed: torch.Tensor
+    step: int
+
+    @property
+    def num_subgraphs(self) -> int:
+        return int(self.ptr.numel() - 1)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.n_id.numel())
+
+    @property
+    def central_nodes(self) -> torch.Tensor:
+        """Global ids of the central nodes, ascending."""
+        return self.n_id[self.center]
+
+    def sizes(self) -> torch.Tensor:
+        """Number of nodes of every sub-graph."""
+        return self.ptr[1:] - self.ptr[:-1]
+
+    def subgraph(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(n_id, edge_index)`` of sub-graph ``b`` alone, local ids from 0."""
+        b = check_int("b", b, 0, self.num_subgraphs - 1)
+        lo, hi = int(self.ptr[b]), int(self.ptr[b + 1])
+        m = (self.edge_index[1] >= lo) & (self.edge_index[1] < hi)
+        return self.n_id[lo:hi], self.edge_index[:, m] - lo
+
+    def to_data(self):
+        """The batch as a ``torch_geometric.data.Data`` (same tensors, no copy)."""
+        from torch_geometric.data import Data
+
+        return Data(x=self.x, edge_index=self.edge_index, n_id=self.n_id, ptr=self.ptr,
+                    batch=self.batch, center=self.center, y=self.y, zeroed=self.zeroed,
+                    num_nodes=self.num_nodes)
+
+
+def _node_set(name: str, nodes, n: int) -> torch.Tensor:
+    """A bool mask (n,) from a bool mask or an index tensor / sequence."""
+    if nodes is None:
+        return torch.ones(n, dtype=torch.bool)
+    t = torch.as_tensor(nodes)
+    if t.dtype == torch.bool:
+        if t.dim() != 1 or t.numel() != n:
+            raise ValueError(f"{name}: a bool mask must have shape ({n},), got {tuple(t.shape)}")
+        return t.clone()
+    if t.dtype not in (torch.int32, torch.int64) or t.dim() != 1:
+        raise TypeError(f"{name}: expected a bool mask of shape ({n},) or a 1-D integer index tensor")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n):
+        raise ValueError(f"{name}: node ids must lie in [0, {n}), got range [{int(t.min())}, {int(t.max())}]")
+    m = torch.zeros(n, dtype=torch.bool)
+    m[t.to(torch.int64)] = True
+    return m
+
+
+def neighbour_csr(data, *, backend: str | None = None) -> CSR:
+    """CSR of the neighbour lists ``NB(i) = {j : (j -> i) in E}`` (rows sorted, deduplicated,
+    self loops dropped).
+
+    For a graph stored only as ``data.csr`` (large synthetic graphs, undirected) that CSR is
+    used as is.  The result is cached on ``data`` (keyed like :func:`ldpfast.graph.csr_of`).
+    """
+    if getattr(data, "edge_index", None) is None:
+        csr = getattr(data, "csr", None)
+        if isinstance(csr, CSR):
+            return csr
+        raise ValueError("data: expected an edge_index (or a CSR in data.csr)")
+    ei = data.edge_index
+    n = int(data.num_nodes)
+    key = (ei.data_ptr(), tuple(ei.shape), n, ei._version)
+    cached = data.__dict__.get("_ldpfast_nb_csr")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    csr = to_csr(ei.flip(0), n, symmetrize=False, backend=backend)
+    data.__dict__["_ldpfast_nb_csr"] = (key, csr)
+    return csr
+
+
+def _out_degree(csr: CSR) -> torch.Tensor:
+    # entry (i, j) of the neighbour CSR is the edge j -> i: count j's occurrences
+    return torch.bincount(csr.col, minlength=csr.num_nodes).to(torch.int64)
+
+
+def _check_step(step) -> int:
+    return check_int("step", step, 0, STEP_MAX)
+
+
+def _edges(k, csr: CSR, n_id: np.ndarray, node_ptr: np.ndarray, induced: bool):
+    B = node_ptr.shape[0] - 1
+    counts = np.empty(B, dtype=np.int64)
+    k.heter_edges(csr.rowptr.numpy(), csr.col.numpy(), n_id, node_ptr, bool(induced), counts,
+                  np.empty(0, np.int64), np.empty(0, np.int64), False)
+    edge_ptr = np.zeros(B + 1, dtype=np.int64)
+    np.cumsum(counts, out=edge_ptr[1:])
+    src = np.empty(int(edge_ptr[B]), dtype=np.int64)
+    dst = np.empty(int(edge_ptr[B]), dtype=np.int64)
+    k.heter_edges(csr.rowptr.numpy(), csr.col.numpy(), n_id, node_ptr, bool(induced), edge_ptr,
+                  src, dst, True)
+    return torch.from_numpy(np.stack([src, dst]))
+
+
+def _gather_rows(x: torch.Tensor, idx: np.ndarray, idx_t: torch.Tensor) -> torch.Tensor:
+    # np.take is single-threaded and copies rows with memcpy: faster than torch's
+    # index_select for these small batches, and immune to intra-op thread contention
+    if x.device.type == "cpu" and not x.requires_grad and x.dtype in (torch.float32, torch.float64,
+                                                                        torch.float16, torch.uint8,
+                                                                        torch.int64, torch.int32, torch.bool):
+        return torch.from_numpy(np.take(x.contiguous().numpy(), idx, axis=0))
+    return torch.index_select(x, 0, idx_t.to(x.device))
+
+
+def _assemble(data, n_id: np.ndarray, node_ptr: np.ndarray, zeroed: np.ndarray, edge_index,
+              step: int, with_x: bool = True, counts: np.ndarray | None = None) -> SubgraphBatch:
+    B = node_ptr.shape[0] - 1
+    if counts is None:
+        counts = np.diff(node_ptr)
+    n_id_t = torch.from_numpy(n_id)
+    ptr = torch.from_numpy(node_ptr)
+    batch = torch.from_numpy(np.repeat(np.arange(B, dtype=np.int64), counts))
+    z = torch.from_numpy(zeroed.view(bool))
+    center = torch.from_numpy(node_ptr[:-1].copy())
+    x = getattr(data, "x", None)
+    if x is not None and with_x:
+        x = _gather_rows(x, n_id, n_id_t)
+        if zeroed.any():
+            x[z] = 0
+    else:
+        x = None
+    y = getattr(data, "y", None)
+    if y is not None:
+        y = torch.index_select(y, 0, torch.from_numpy(n_id[node_ptr[:-1]]))
+    return SubgraphBatch(x=x, edge_index=edge_index, n_id=n_id_t, ptr=ptr, batch=batch,
+                         center=center, y=y, zeroed=z, step=int(step))
+
+
+class HeterPoisson:
+    """HeterPoisson sampler (Alg. 2 + 3): an iterable over training steps.
+
+    Parameters
+    ----------
+    data : torch_geometric.data.Data
+        The whole graph ``G`` (``edge_index``: ``src -> dst``; or only ``data.csr`` for an
+        undirected graph stored as CSR), optional ``x`` and ``y``.
+    q_b : float
+        Base sampling rate, in (0, 1]: probability that a candidate becomes a central node.
+    M : float
+        Neighbourhood sampling multiplier, > 0: a neighbour ``j`` joins with probability
+        ``min(1, M / D_ot(j))``.
+    seed : int, optional
+        64-bit seed; ``None`` draws a fresh one from the OS.  Step ``t``'s batch depends only
+        on ``(seed, t)``.
+    train_nodes : bool mask or index tensor, optional
+        Candidates for central nodes (the sensitive training nodes; the input graph ``G^``
+        of Alg. 2).  Default: every node.
+    peripheral_nodes : bool mask or index tensor, optional
+        Nodes allowed as peripheral nodes (default every node).  Pass the training nodes for
+        the inductive setting when ``data`` is the whole graph.
+    hops : int
+        Neighbourhood depth; only 1 (Algorithm 2) is supported, because Theorem 2's
+        accounting covers one-hop sampling only.
+    num_steps : int, optional
+        Number of steps ``T`` the iterator yields (required to iterate).
+    overlap : {"drop", "zero"}
+        Treatment of peripheral nodes that are central elsewhere (module docstring).
+    induced : bool
+        ``True``: the sub-graph induced on ``{i} + N_i`` (Alg. 2 line 10).  ``False``: only
+        the edges between the central node and its peripheral nodes (a star).
+    out_degree : torch.Tensor, optional
+        ``D_ot`` of every node (int64, ``(n,)``); default the out-degree in ``data``.
+    backend : str, optional
+        ``"cpp"`` or ``"numba"`` (default automatic).
+
+    Notes
+    -----
+    Privacy: with per-sub-graph clipping to ``C`` and Gaussian noise (Alg. 1), one step is
+    dominated by the mixture of Gaussians of Theorem 2; see
+    :class:`ldpfast.privacy.accountant.HeterPoissonAccountant`.
+    """
+
+    def __init__(self, data, q_b: float, M: float, seed: int | None = None, *, train_nodes=None,
+                 peripheral_nodes=None, hops: int = 1, num_steps: int | None = None,
+                 overlap: str = "drop", induced: bool = True, out_degree: torch.Tensor | None = None,
+                 backend: str | None = None):
+        self.q_b = check_prob("q_b", q_b, open_low=True)
+        self.M = check_real("M", M, lo=0.0)
+        if self.M <= 0:
+            raise ValueError(f"M: expected a finite number > 0, got {M}")
+        self.seed = resolve_seed(seed)
+        hops = check_int("hops", hops, 1)
+        if hops != 1:
+            raise ValueError("hops: only hops=1 is supported (Algorithm 2 samples one-hop "
+                             "neighbourhoods; Theorem 2's accounting does not cover more)")
+        self.hops = hops
+        if num_steps is not None:
+            num_steps = check_int("num_steps", num_steps, 0, STEP_MAX + 1)
+        self.num_steps = num_steps
+        if overlap not in OVERLAP_MODES:
+            raise ValueError(f"overlap: expected one of {OVERLAP_MODES}, got {overlap!r}")
+        self.overlap = overlap
+        if not isinstance(induced, bool):
+            raise TypeError(f"induced: expected a bool, got {type(induced).__name__}")
+        self.induced = induced
+        self.backend = backend
+        self._k = _backend.get("cpu", backend)
+        self.data = data
+        self.csr = neighbour_csr(data, backend=backend)
+        n = self.csr.num_nodes
+        if n < 1:
+            raise ValueError("data: the graph has no nodes")
+        self.num_nodes = n
+        cand = _node_set("train_nodes", train_nodes, n)
+        self.cand_mask = cand.to(torch.uint8).contiguous()
+        self.candidates = torch.nonzero(cand).flatten().contiguous()
+        if self.candidates.numel() == 0:
+            raise ValueError("train_nodes: no candidate central node")
+        if peripheral_nodes is None:
+            self.allow_mask = torch.empty(0, dtype=torch.uint8)
+        else:
+            self.allow_mask = _node_set("peripheral_nodes", peripheral_nodes, n).to(torch.uint8).contiguous()
+        if out_degree is None:
+            deg = _out_degree(self.csr)
+        else:
+            deg = torch.as_tensor(out_degree)
+            if deg.dim() != 1 or deg.numel() != n or deg.dtype not in (torch.int32, torch.int64):
+                raise ValueError(f"out_degree: expected an integer tensor of shape ({n},)")
+            deg = deg.to(torch.int64)
+            need = _out_degree(self.csr)
+            if bool((deg < need).any()):
+                raise ValueError("out_degree: must be >= the out-degree of every node in data")
+        self.out_degree = deg.contiguous()
+
+    # ------------------------------------------------------------------ sampling
+    @property
+    def expected_batch_size(self) -> float:
+        """Expected number of sub-graphs per step, ``q_b * #candidates``."""
+        return self.q_b * int(self.candidates.numel())
+
+    def central(self, step: int) -> torch.Tensor:
+        """Global ids of the central nodes at ``step`` (ascending), Alg. 2 lines 3-6."""
+        step = _check_step(step)
+        cand = self.candidates.numpy()
+        flags = np.empty(cand.shape[0], dtype=np.uint8)
+        self._k.heter_central(cand, self.seed, step, self.q_b, flags)
+        return torch.from_numpy(cand[flags.astype(bool)])
+
+    def sample(self, step: int, *, with_x: bool = True) -> SubgraphBatch:
+        """The sub-graph batch of training step ``step`` (0-based, < 2**32)."""
+        step = _check_step(step)
+        k, csr = self._k, self.csr
+        cand = self.candidates.numpy()
+        flags = np.empty(cand.shape[0], dtype=np.uint8)
+        k.heter_central(cand, self.seed, step, self.q_b, flags)
+        centers = cand[flags.view(bool)]
+        B = centers.shape[0]
+        rp = csr.rowptr.numpy()
+        # one pass into slots of 1 + deg(centre) per sub-graph, then compaction
+        ub_ptr = np.zeros(B + 1, dtype=np.int64)
+        np.cumsum(rp[centers + 1] - rp[centers] + 1, out=ub_ptr[1:])
+        counts = np.empty(B, dtype=np.int64)
+        n_ub = np.empty(int(ub_ptr[B]), dtype=np.int64)
+        z_ub = np.empty(int(ub_ptr[B]), dtype=np.uint8)
+        k.heter_nodes(rp, csr.col.numpy(), self.out_degree.numpy(), centers, self.cand_mask.numpy(),
+                      self.allow_mask.numpy(), self.seed, step, self.q_b, self.M, self.overlap == "drop",
+                      ub_ptr, counts, n_ub, z_ub)
+        node_ptr = np.zeros(B + 1, dtype=np.int64)
+        np.cumsum(counts, out=node_ptr[1:])
+        pos = np.repeat(ub_ptr[:-1] - node_ptr[:-1], counts) + np.arange(int(node_ptr[B]), dtype=np.int64)
+        n_id, zeroed = n_ub[pos], z_ub[pos]
+        ei = _edges(k, csr, n_id, node_ptr, self.induced)
+        return _assemble(self.data, n_id, node_ptr, zeroed, ei, step, with_x, counts)
+
+    def __len__(self) -> int:
+        if self.num_steps is None:
+            raise TypeError("HeterPoisson: num_steps was not given, the iterator is unbounded")
+        return self.num_steps
+
+    def __iter__(self):
+        if self.num_steps is None:
+            raise TypeError("HeterPoisson: pass num_steps to iterate (or call sample(step))")
+        for t in range(self.num_steps):
+            yield self.sample(t)
+
+    def __repr__(self) -> str:
+        return (f"HeterPoisson(q_b={self.q_b:g}, M={self.M:g}, candidates={int(self.candidates.numel())}, "
+                f"num_steps={self.num_steps}, overlap={self.overlap!r}, induced={self.induced})")
+
+
+def inference_subgraphs(data, nodes, n_test: int, *, peripheral_nodes=None, seed: int | None = None,
+                        step: int = 0, induced: bool = True, backend: str | None = None,
+                        with_x: bool = True) -> SubgraphBatch:
+    """Sub-graphs for inference (paper section 4.4): one per node of ``nodes``.
+
+    Each node ``v`` keeps ``min(n_test, #admissible)`` of its neighbours, drawn uniformly
+    without replacement among the ``peripheral_nodes`` (in the transductive setting: the
+    non-training nodes, so that "test nodes can only sample nodes within the test nodes set,
+    not from the training nodes set" and inference touches no sensitive node).  The paper
+    uses ``N_test = 13``.
+
+    Parameters
+    ----------
+    data : torch_geometric.data.Data
+        The graph (``edge_index`` or ``csr``), optional ``x``, ``y``.
+    nodes : bool mask or index tensor
+        The nodes to classify (central nodes, ascending ids in the output).
+    n_test : int
+        Neighbours per node, >= 0.
+    peripheral_nodes : bool mask or index tensor, optional
+        Admissible neighbours (default every node: no inference privacy).
+    seed : int, optional
+        Seed of the neighbour draw (``None``: fresh).
+    step : int
+        Round index (different rounds give independent draws).
+    induced, backend, with_x
+        As in :class:`HeterPoisson`.
+    """
+    n_test = check_int("n_test", n_test, 0)
+    step = _check_step(step)
+    seed = resolve_seed(seed)
+    if not isinstance(induced, bool):
+        raise TypeError(f"induced: expected a bool, got {type(induced).__name__}")
+    k = _backend.get("cpu", backend)
+    csr = neighbour_csr(data, backend=backend)
+    n = csr.num_nodes
+    centers = torch.nonzero(_node_set("nodes", nodes, n)).flatten().numpy()
+    allow = (np.empty(0, np.uint8) if peripheral_nodes is None
+             else _node_set("peripheral_nodes", peripheral_nodes, n).to(torch.uint8).numpy())
+    B = centers.shape[0]
+    counts = np.empty(B, dtype=np.int64)
+    k.heter_infer_nodes(csr.rowptr.numpy(), csr.col.numpy(), centers, allow, seed, step, n_test,
+                        counts, np.empty(0, np.int64), False)
+    node_ptr = np.zeros(B + 1, dtype=np.int64)
+    np.cumsum(counts, out=node_ptr[1:])
+    n_id = np.empty(int(node_ptr[B]), dtype=np.int64)
+    k.heter_infer_nodes(csr.rowptr.numpy(), csr.col.numpy(), centers, allow, seed, step, n_test,
+                        node_ptr, n_id, True)
+    ei = _edges(k, csr, n_id, node_ptr, induced)
+    return _assemble(data, n_id, node_ptr, np.zeros(n_id.shape[0], np.uint8), ei, step, with_x)
