@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ldpfast.methods._common import graph_input, random_split
+
 
 class SAGE(torch.nn.Module):
     """2-layer GraphSAGE (mean aggregation), dropout 0.5."""
@@ -45,16 +47,17 @@ def train_eval(data, x, y_train, train_mask, val_mask, test_mask, epochs, seed, 
     num_classes = int(data.y.max()) + 1
     model = SAGE(x.size(1), 64, num_classes)
     opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    ei = graph_input(data.edge_index, data.num_nodes, "sage")
     best_val, best_test = -1.0, 0.0
     for _ in tqdm(range(epochs), desc=desc, leave=False, mininterval=1.0, disable=None):
         model.train()
         opt.zero_grad()
-        out = model(x, data.edge_index)
+        out = model(x, ei)
         F.cross_entropy(out[train_mask], y_train[train_mask]).backward()
         opt.step()
         model.eval()
         with torch.no_grad():
-            pred = model(x, data.edge_index).argmax(1)
+            pred = model(x, ei).argmax(1)
         val = (pred[val_mask] == y_train[val_mask]).float().mean().item()
         if val > best_val:
             best_val = val
@@ -66,7 +69,6 @@ def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: in
              root=None, verbose: bool = True) -> dict:
     """Run the demo and return a JSON-ready report (accuracy, privacy spent, timings)."""
     from ldpfast import datasets, transforms
-    from ldpfast.methods._common import random_split
     from ldpfast.privacy import Ledger
 
     t0 = time.perf_counter()

@@ -58,6 +58,21 @@ class Backbone(torch.nn.Module):
         return self.conv2(x, edge_index)
 
 
+def graph_input(edge_index: torch.Tensor, num_nodes: int, model: str):
+    """What to pass a :class:`Backbone` as its graph: for GraphSAGE a CSR adjacency (PyG then
+    aggregates with one sparse matmul, same result as gather/scatter on ``edge_index`` and
+    ~3x faster on wide features); ``edge_index`` for the other models."""
+    if model != "sage":
+        return edge_index
+    import warnings
+
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "sparse CSR support is in beta"
+        return to_torch_csr_tensor(edge_index.flip(0), size=(num_nodes, num_nodes))
+
+
 def mean_std(values: list[float]) -> dict:
     """Mean, standard deviation and count of a list of accuracies (in %)."""
     vals = [100.0 * v for v in values]

@@ -36,7 +36,15 @@ from .. import ops
 from .._checks import check_int, check_real
 from ..graph import csr_of
 from ..privacy import Ledger
-from ._common import Backbone, fmt_eps, mean_std, plot_curves, random_split, save_json
+from ._common import (
+    Backbone,
+    fmt_eps,
+    graph_input,
+    mean_std,
+    plot_curves,
+    random_split,
+    save_json,
+)
 
 INF = math.inf
 
@@ -188,7 +196,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     torch.manual_seed(seed)
     net = Backbone(model, h.size(1), hidden, c, hp["dropout"])
     opt = torch.optim.Adam(net.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
-    ei = data.edge_index
+    ei = graph_input(data.edge_index, n, model)
     best = (math.inf, -1, 0.0)  # (val loss, epoch, test acc)
     since = 0
     for epoch in range(epochs):

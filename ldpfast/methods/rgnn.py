@@ -64,7 +64,7 @@ from .._checks import check_eps, check_int, check_real, check_tensor
 from ..graph import CSR, csr_of
 from ..privacy import Ledger
 from ..privacy.ldp import grr_fs_epsilon, grr_probs
-from ._common import BACKBONES, Backbone, fmt_eps, mean_std, random_split, save_json
+from ._common import BACKBONES, Backbone, fmt_eps, graph_input, mean_std, random_split, save_json
 
 __all__ = ["DEFAULTS", "PAPER_TABLE2", "VARIANTS", "RGNNReport", "bag_proportions",
            "encode_reports", "fit", "llp_loss", "metis_bags", "reconstruct_features",
@@ -708,15 +708,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     torch.manual_seed(seed)
     net = Backbone(model, h.shape[1], hidden, c, dropout, act="relu")
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    ei = data.edge_index
-    if model == "sage":  # same result, ~3x faster than scatter: mean aggregation as a CSR spmm
-        import warnings
-
-        from torch_geometric.utils import to_torch_csr_tensor
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's "sparse CSR support is in beta"
-            ei = to_torch_csr_tensor(ei.flip(0), size=(n, n))
+    ei = graph_input(data.edge_index, n, model)
     tr_idx = torch.nonzero(train_mask).squeeze(1)
     best = (-1.0, -1, 0.0, 0.0)  # (val score, epoch, test acc, val acc against y')
     for epoch in range(epochs):
