@@ -110,6 +110,13 @@ def plot_curves(path: Path, curves: dict[str, tuple[list[float], list[float], li
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, save as PNG (creating the folder) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

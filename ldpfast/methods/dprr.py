@@ -61,7 +61,7 @@ import torch.nn.functional as F
 
 from .._checks import check_eps, check_int, check_prob, check_real
 from ..graph import CSR, to_csr
-from ._common import fmt_eps, mean_std, save_json
+from ._common import fmt_eps, mean_std, save_figure, save_json
 
 METHODS = ("dprr", "rr", "locallap", "nonpriv_full", "nonpriv_part")
 MODELS = ("gin", "gcn", "sage")
@@ -726,10 +726,7 @@ def _plot_lines(path: Path, xs, curves: dict, xlabel: str, title: str, ref: floa
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def reproduce_main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 
 from .._checks import check_eps, check_int, check_prob, check_real
 from ..privacy.budget import Spent
+from ._common import save_figure
 
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "HeterPoissonReport", "build_model", "fit", "reproduce_main"]
 
@@ -425,10 +426,7 @@ def _plot(path: Path, rows: list[dict], title: str):
         ax.set_title(f"{title}: {ds}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
