@@ -40,7 +40,7 @@ def check_available() -> None:
     csrc_dir()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(name: str):
     import cupy
 

@@ -44,6 +44,7 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available() or not _gpu_ready(),
 ])
 def test_gpu_rng_bit_identical_to_cpu(fn, dtype, args):
     import ldpfast._C as C
+
     from ldpfast import _cuda
 
     np_dt = {torch.int32: np.uint32, torch.float64: np.float64, torch.int64: np.int64}[dtype]
@@ -59,6 +60,7 @@ def test_gpu_rng_bit_identical_to_cpu(fn, dtype, args):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_gpu_propagation_bit_identical_to_cpu(dtype):
     import ldpfast._C as C
+
     from ldpfast import _cuda
     from ldpfast.graph import to_csr
 
