@@ -101,6 +101,16 @@ def _domain_param(k: np.ndarray):
     return k.tolist()
 
 
+def _kernel_input(x: torch.Tensor, backend: str | None, check) -> tuple:
+    """Kernel module, contiguous CPU copy of ``x`` and its NumPy view, after ``check(K, xn)``
+    has validated every value (so nothing runs on bad input)."""
+    K = _kernels(_backend.device_of(x), backend)
+    xc = _cpu_contig(x)
+    xn = xc.numpy()
+    check(K, xn)
+    return K, xc, xn
+
+
 def _check_values_in_domain(K, xn: np.ndarray, k: np.ndarray, name: str = "x") -> None:
     """Raise ValueError naming the first entry outside [0, k[col])."""
     bad = K.check_categorical(xn, k)
@@ -174,10 +184,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     eps = check_eps("eps", eps)
     seed = resolve_seed(seed)
     T = _thresholds(eps, kk)
-    K = _kernels(_backend.device_of(x), backend)
-    xc = _cpu_contig(x2)
-    xn = xc.numpy()
-    _check_values_in_domain(K, xn, kk)
+    K, xc, xn = _kernel_input(x2, backend, lambda K, xn: _check_values_in_domain(K, xn, kk))
     out = torch.empty_like(xc)
     K.grr(xn, kk, T, seed, out.numpy())
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
@@ -246,10 +253,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     m = check_int("m", m, 1, d)
     seed = resolve_seed(seed)
     T = _thresholds(eps_x, gam)
-    K = _kernels(_backend.device_of(x), backend)
-    xc = _cpu_contig(x)
-    xn = xc.numpy()
-    _check_values_in_domain(K, xn, gam)
+    K, xc, xn = _kernel_input(x, backend, lambda K, xn: _check_values_in_domain(K, xn, gam))
     out = torch.empty_like(xc)
     K.grr_fs(xn, gam, T, m, seed, out.numpy())
     exact = grr_fs_epsilon_exact(eps_x, m, d)
@@ -316,10 +320,8 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     seed = resolve_seed(seed)
     d = x.shape[1]
     t_lo, span = onebit_threshold(eps / d)
-    K = _kernels(_backend.device_of(x), backend)
-    xc = _cpu_contig(x)
-    xn = xc.numpy()
-    _check_values_in_range(K, xn, alpha, beta)
+    K, xc, xn = _kernel_input(
+        x, backend, lambda K, xn: _check_values_in_range(K, xn, alpha, beta))
     out = torch.empty(xc.shape, dtype=torch.int8)
     K.onebit(xn, alpha, beta, t_lo, span, seed, out.numpy())
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
@@ -374,10 +376,8 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     m = optimal_m(eps, d) if m is None else check_int("m", m, 1, d)
     seed = resolve_seed(seed)
     t_lo, span = onebit_threshold(eps / m)
-    K = _kernels(_backend.device_of(x), backend)
-    xc = _cpu_contig(x)
-    xn = xc.numpy()
-    _check_values_in_range(K, xn, alpha, beta)
+    K, xc, xn = _kernel_input(
+        x, backend, lambda K, xn: _check_values_in_range(K, xn, alpha, beta))
     out = torch.empty(xc.shape, dtype=torch.int8)
     K.multibit_encode(xn, m, alpha, beta, t_lo, span, seed, out.numpy())
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
