@@ -57,3 +57,48 @@ def test_bad_input(cora):
         lpgnn.fit(cora, 1.0, 1.0, training="sgd")
     with pytest.raises(ValueError, match="model"):
         lpgnn.fit(cora, 1.0, 1.0, model="mlp", epochs=1)
+
+
+@pytest.mark.parametrize("eps_x,k", [(1.0, 2), (math.inf, 4)])
+def test_factored_first_layer_equals_dense(cora, eps_x, k):
+    """conv1(KProp(x')) computed from the sparse x* equals the dense route, values and grads."""
+    from ldpfast.graph import csr_of
+    from ldpfast.mechanisms import multibit_encode, multibit_rectify, multibit_scale
+    from ldpfast.methods._common import Backbone, graph_input
+
+    csr = csr_of(cora)
+    x = cora.x.to(torch.float32)
+    n, d = x.shape
+    if math.isfinite(eps_x):
+        x_star, spent = multibit_encode(x, eps_x, None, 0.0, 1.0, seed=3)
+        m = spent.params["m"]
+        dense = multibit_rectify(x_star, eps_x, m, 0.0, 1.0)
+        first = lpgnn.FactoredSAGEInput(x_star, multibit_scale(eps_x, m, d, 0.0, 1.0), 0.5,
+                                        csr, k)
+    else:
+        dense = x
+        first = lpgnn.FactoredSAGEInput(x, 1.0, 0.0, csr, k)
+    h = lpgnn._propagate(csr, dense, k)
+    torch.manual_seed(0)
+    net = Backbone("sage", d, 16, 7, 0.5).eval()
+    ei = graph_input(cora.edge_index, n, "sage")
+    want = net.conv1(h, ei)
+    got = first(net.conv1)
+    scale = want.abs().max().item()
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
+    g = torch.randn_like(want)
+    grads = []
+    for out in (want, got):
+        net.zero_grad()
+        (out * g).sum().backward()
+        grads.append([p.grad.clone() for p in net.conv1.parameters()])
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5 * a.abs().max().item())
+
+
+def test_factored_fit_matches_dense_fit(cora):
+    """Same seed, same accuracy to within a few test nodes whichever route conv1 takes."""
+    a = lpgnn.fit(cora, 1.0, 1.0, epochs=60, seed=1, factored=True)
+    b = lpgnn.fit(cora, 1.0, 1.0, epochs=60, seed=1, factored=False)
+    assert a.settings["factored"] and not b.settings["factored"]
+    assert abs(a.accuracy - b.accuracy) <= 0.02

@@ -7,46 +7,76 @@
 // all expressed through a and b (ldpfast/ops.py), and the backward pass is the same kernel
 // on A^T with a and b swapped.  Row-parallel over CSR; each output row is written by one
 // thread in a fixed order, so results are identical for any thread count.
+#include <algorithm>
+
 #include "buffers.h"
 #include "parallel.h"
 
 namespace ldp {
 
-// Accumulates a block of up to BLK features of one output row in a local array (kept in
-// registers / L1, no aliasing with x), then stores it: the order of additions per element is
-// the same as a plain loop, so results do not change with the blocking.
-template <class T, class C>
+// One output row, features [f0, f0 + W) with W a compile-time width: the accumulator is a
+// fixed-size local array the compiler keeps in vector registers, and the x rows of upcoming
+// neighbours are prefetched (random gathers are latency bound).  The order of additions per
+// element is self loop, then neighbours in CSR order, whatever W is, so the result does not
+// depend on the blocking (and matches the Numba twin bit for bit).  UNIT_B skips the b[j]
+// load (one more random access per edge) when b is all ones, as for mean / add without mask.
+template <int W, bool UNIT_B, class T, class C>
+static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* __restrict__ rp,
+                              const C* __restrict__ col, const T* __restrict__ a,
+                              const T* __restrict__ bs, const T* __restrict__ x, T* __restrict__ y,
+                              bool self_loop) {
+    constexpr int64_t PF = 8;  // neighbours ahead
+    constexpr int LINES = (int)((W * sizeof(T) + 63) / 64);
+    T acc[W];
+    for (int f = 0; f < W; ++f) acc[f] = 0;
+    if (self_loop && (UNIT_B || bs[i] != 0)) {
+        const T w = UNIT_B ? T(1) : bs[i];
+        const T* xi = x + i * d + f0;
+        for (int f = 0; f < W; ++f) acc[f] += w * xi[f];
+    }
+    const int64_t k1 = rp[i + 1];
+    for (int64_t k = rp[i]; k < k1; ++k) {
+        if (k + PF < k1) {
+            const char* p = (const char*)(x + (int64_t)col[k + PF] * d + f0);
+            for (int l = 0; l < LINES; ++l) __builtin_prefetch(p + 64 * l);
+        }
+        const int64_t j = (int64_t)col[k];
+        const T* xj = x + j * d + f0;
+        if (UNIT_B) {
+            for (int f = 0; f < W; ++f) acc[f] += xj[f];
+        } else {
+            const T w = bs[j];
+            if (w == 0) continue;
+            for (int f = 0; f < W; ++f) acc[f] += w * xj[f];
+        }
+    }
+    const T s = a[i];
+    T* yi = y + i * d + f0;
+    if (s != 1)
+        for (int f = 0; f < W; ++f) yi[f] = acc[f] * s;
+    else
+        for (int f = 0; f < W; ++f) yi[f] = acc[f];
+}
+
+// Rows [b, e): each row's features are covered by the widest compile-time blocks that fit
+// (64 floats / 32 doubles = 8 AVX2 registers, then halving down to 1).
+template <bool UNIT_B, class T, class C>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void spmm_rows(int64_t b, int64_t e, const int64_t* __restrict__ rp, const C* __restrict__ col,
                       const T* __restrict__ a, const T* __restrict__ bs, const T* __restrict__ x,
                       T* __restrict__ y, int64_t d, bool self_loop) {
-    constexpr int64_t BLK = 64;
-    T acc[BLK];
+    constexpr int WMAX = 256 / (int)sizeof(T);
     for (int64_t i = b; i < e; ++i) {
-        for (int64_t f0 = 0; f0 < d; f0 += BLK) {
-            const int64_t nf = d - f0 < BLK ? d - f0 : BLK;
-            for (int64_t f = 0; f < nf; ++f) acc[f] = 0;
-            if (self_loop && bs[i] != 0) {
-                const T w = bs[i];
-                const T* xi = x + i * d + f0;
-                for (int64_t f = 0; f < nf; ++f) acc[f] += w * xi[f];
-            }
-            for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
-                const int64_t j = (int64_t)col[k];
-                const T w = bs[j];
-                if (w == 0) continue;
-                const T* xj = x + j * d + f0;
-                for (int64_t f = 0; f < nf; ++f) acc[f] += w * xj[f];
-            }
-            const T s = a[i];
-            T* yi = y + i * d + f0;
-            if (s != 1)
-                for (int64_t f = 0; f < nf; ++f) yi[f] = acc[f] * s;
-            else
-                for (int64_t f = 0; f < nf; ++f) yi[f] = acc[f];
-        }
+        int64_t f0 = 0;
+        for (; f0 + WMAX <= d; f0 += WMAX) spmm_block<WMAX, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop);
+        if (f0 + 32 <= d && WMAX > 32) { spmm_block<32, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 32; }
+        if (f0 + 16 <= d) { spmm_block<16, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 16; }
+        if (f0 + 8 <= d) { spmm_block<8, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 8; }
+        if (f0 + 4 <= d) { spmm_block<4, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 4; }
+        if (f0 + 2 <= d) { spmm_block<2, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 2; }
+        if (f0 + 1 <= d) spmm_block<1, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop);
     }
 }
 
@@ -67,7 +97,11 @@ static void spmm_t(py::array& rowptr, py::array& col, py::array& a, py::array& b
     const T* px = cdata_ptr<T>(x, "x");
     T* py_ = data_ptr<T>(y, "y", true);
     py::gil_scoped_release nogil;
-    parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) { spmm_rows<T, C>(b, e, rp, c, pa, pb, px, py_, d, self_loop); });
+    const bool unit_b = std::all_of(pb, pb + n, [](T v) { return v == T(1); });
+    parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) {
+        if (unit_b) spmm_rows<true, T, C>(b, e, rp, c, pa, pb, px, py_, d, self_loop);
+        else spmm_rows<false, T, C>(b, e, rp, c, pa, pb, px, py_, d, self_loop);
+    });
 }
 
 static void spmm_scaled(py::array rowptr, py::array col, py::array a, py::array b, py::array x, py::array y,

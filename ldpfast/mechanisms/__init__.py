@@ -12,7 +12,8 @@ guarantee per node and the parameters used, seed included.
 from __future__ import annotations
 
 from .edges import dprr, local_laplace, rr_edges
-from .features import grr, grr_fs, multibit_encode, multibit_rectify, onebit, optimal_m
+from .features import (grr, grr_fs, multibit_encode, multibit_rectify, multibit_scale, onebit,
+                       optimal_m)
 from .labels import rr_labels
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
            "local_laplace",
            "multibit_encode",
            "multibit_rectify",
+           "multibit_scale",
            "onebit",
            "optimal_m",
            "rr_edges",

@@ -53,8 +53,12 @@ class Backbone(torch.nn.Module):
         self.act = {"selu": F.selu, "relu": F.relu}[act]
 
     def forward(self, x, edge_index):
-        x = self.act(self.conv1(x, edge_index))
-        x = F.dropout(x, p=self.dropout, training=self.training)
+        return self.head(self.conv1(x, edge_index), edge_index)
+
+    def head(self, z1, edge_index):
+        """Everything after the first convolution, given its output ``z1`` (lets a caller
+        compute the first layer in a cheaper but equal form, as LPGNN's factored input)."""
+        x = F.dropout(self.act(z1), p=self.dropout, training=self.training)
         return self.conv2(x, edge_index)
 
 
