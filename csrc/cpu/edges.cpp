@@ -247,15 +247,10 @@ static void edges_rr_count(py::array rowptr, py::array col, uint64_t seed, uint3
     RRArgs A = rr_args(n, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub);
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
     int64_t* out = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
-    if (py::isinstance<carray<int32_t>>(col)) {
-        const int32_t* c = cdata_ptr<int32_t>(col, "col");
+    with_index(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
         rr_count_t(A, rp, c, out, by_degree);
-    } else {
-        const int64_t* c = cdata_ptr<int64_t>(col, "col");
-        py::gil_scoped_release nogil;
-        rr_count_t(A, rp, c, out, by_degree);
-    }
+    });
 }
 
 // Pass 2: fill out_col (same dtype as col) given the prefix-summed out_rowptr.
@@ -268,17 +263,11 @@ static void edges_rr_fill(py::array rowptr, py::array col, uint64_t seed, uint32
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
     const int64_t* orp = cdata_ptr<int64_t>(out_rowptr, "out_rowptr");
     check_size(out_col, orp[n], "out_col");
-    if (py::isinstance<carray<int32_t>>(col)) {
-        const int32_t* c = cdata_ptr<int32_t>(col, "col");
-        int32_t* oc = data_ptr<int32_t>(out_col, "out_col", true);
+    with_index(col, "col", [&](auto c) {
+        auto* oc = like_index<index_t<decltype(c)>>(out_col, "out_col");
         py::gil_scoped_release nogil;
         rr_fill_t(A, rp, c, orp, oc);
-    } else {
-        const int64_t* c = cdata_ptr<int64_t>(col, "col");
-        int64_t* oc = data_ptr<int64_t>(out_col, "out_col", true);
-        py::gil_scoped_release nogil;
-        rr_fill_t(A, rp, c, orp, oc);
-    }
+    });
 }
 
 // ---- LocalLap -------------------------------------------------------------------------------
@@ -309,15 +298,10 @@ static void locallap_edge_values(py::array rowptr, py::array col, uint64_t seed,
     check_size(out_val, col.size(), "out_val");
     int64_t* o = data_ptr<int64_t>(out_val, "out_val", true);
     if (t == 0 || s == 0) throw std::invalid_argument("t, s: expected >= 1");
-    if (py::isinstance<carray<int32_t>>(col)) {
-        const int32_t* c = cdata_ptr<int32_t>(col, "col");
+    with_index(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
         ll_edge_values_t(n, rp, c, seed, t, s, one, o);
-    } else {
-        const int64_t* c = cdata_ptr<int64_t>(col, "col");
-        py::gil_scoped_release nogil;
-        ll_edge_values_t(n, rp, c, seed, t, s, one, o);
-    }
+    });
 }
 
 // Zero candidates of round r: in row i, every position j in (i, n) not listed in the
@@ -387,17 +371,11 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
         check_size(out_val, orp[n], "out_val");
         ov = data_ptr<int64_t>(out_val, "out_val", true);
     }
-    if (py::isinstance<carray<int32_t>>(excl_col)) {
-        const int32_t* c = cdata_ptr<int32_t>(excl_col, "excl_col");
-        int32_t* oc = fill ? data_ptr<int32_t>(out_col, "out_col", true) : nullptr;
+    with_index(excl_col, "excl_col", [&](auto c) {
+        auto* oc = like_index<index_t<decltype(c)>>(out_col, "out_col", fill);
         py::gil_scoped_release nogil;
         ll_zero_t(n, erp, c, seed, round, pi, lo, hi, t, s, orp, oc, ov);
-    } else {
-        const int64_t* c = cdata_ptr<int64_t>(excl_col, "excl_col");
-        int64_t* oc = fill ? data_ptr<int64_t>(out_col, "out_col", true) : nullptr;
-        py::gil_scoped_release nogil;
-        ll_zero_t(n, erp, c, seed, round, pi, lo, hi, t, s, orp, oc, ov);
-    }
+    });
 }
 
 // ---- server side: transpose, combine, checks --------------------------------------------------
@@ -419,17 +397,11 @@ static void csr_transpose(py::array rowptr, py::array col, py::array out_rowptr,
     check_size(out_col, col.size(), "out_col");
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
     int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
-    if (py::isinstance<carray<int32_t>>(col)) {
-        const int32_t* c = cdata_ptr<int32_t>(col, "col");
-        int32_t* oc = data_ptr<int32_t>(out_col, "out_col", true);
+    with_index(col, "col", [&](auto c) {
+        auto* oc = like_index<index_t<decltype(c)>>(out_col, "out_col");
         py::gil_scoped_release nogil;
         transpose_t(n, rp, c, orp, oc);
-    } else {
-        const int64_t* c = cdata_ptr<int64_t>(col, "col");
-        int64_t* oc = data_ptr<int64_t>(out_col, "out_col", true);
-        py::gil_scoped_release nogil;
-        transpose_t(n, rp, c, orp, oc);
-    }
+    });
 }
 
 // Row i of the combination of A and B (both sorted rows): mode 0 union, 1 intersection,
@@ -499,19 +471,13 @@ static void csr_combine(py::array rowptr_a, py::array col_a, py::array rowptr_b,
     const int64_t* rb = cdata_ptr<int64_t>(rowptr_b, "rowptr_b");
     int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
     if (fill) check_size(out_col, orp[n], "out_col");
-    if (py::isinstance<carray<int32_t>>(col_a)) {
-        const int32_t* a = cdata_ptr<int32_t>(col_a, "col_a");
-        const int32_t* b = cdata_ptr<int32_t>(col_b, "col_b");
-        int32_t* oc = fill ? data_ptr<int32_t>(out_col, "out_col", true) : nullptr;
+    with_index(col_a, "col_a", [&](auto a) {
+        using C = index_t<decltype(a)>;
+        const C* b = cdata_ptr<C>(col_b, "col_b");
+        C* oc = like_index<C>(out_col, "out_col", fill);
         py::gil_scoped_release nogil;
         combine_t(n, ra, a, rb, b, mode, orp, oc);
-    } else {
-        const int64_t* a = cdata_ptr<int64_t>(col_a, "col_a");
-        const int64_t* b = cdata_ptr<int64_t>(col_b, "col_b");
-        int64_t* oc = fill ? data_ptr<int64_t>(out_col, "out_col", true) : nullptr;
-        py::gil_scoped_release nogil;
-        combine_t(n, ra, a, rb, b, mode, orp, oc);
-    }
+    });
 }
 
 // splitmix64 finaliser: the hash behind the O(|E|) symmetry fingerprint.
@@ -561,14 +527,10 @@ static int64_t check_t(int64_t n, const int64_t* rp, const C* col) {
 static int64_t edges_check_csr(py::array rowptr, py::array col) {
     int64_t n = rowptr.size() - 1;
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
-    if (py::isinstance<carray<int32_t>>(col)) {
-        const int32_t* c = cdata_ptr<int32_t>(col, "col");
+    return with_index(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
         return check_t(n, rp, c);
-    }
-    const int64_t* c = cdata_ptr<int64_t>(col, "col");
-    py::gil_scoped_release nogil;
-    return check_t(n, rp, c);
+    });
 }
 
 void register_edges(py::module_& m) {

@@ -501,33 +501,21 @@ Cat cat_args(py::array& x, py::array& out, py::array& k, py::array& T) {
 
 void grr(py::array x, py::array k, py::array T, uint64_t seed, py::array out) {
     Cat c = cat_args(x, out, k, T);
-    if (py::isinstance<carray<int32_t>>(x)) {
-        const int32_t* xp = cdata_ptr<int32_t>(x, "x");
-        int32_t* op = data_ptr<int32_t>(out, "out", true);
+    with_index(x, "x", [&](auto xp) {
+        auto* op = like_index<index_t<decltype(xp)>>(out, "out");
         py::gil_scoped_release nogil;
         grr_t(xp, op, c.n, c.d, c.k, c.T, seed);
-    } else {
-        const int64_t* xp = cdata_ptr<int64_t>(x, "x");
-        int64_t* op = data_ptr<int64_t>(out, "out", true);
-        py::gil_scoped_release nogil;
-        grr_t(xp, op, c.n, c.d, c.k, c.T, seed);
-    }
+    });
 }
 
 void grr_fs(py::array x, py::array k, py::array T, int64_t m, uint64_t seed, py::array out) {
     Cat c = cat_args(x, out, k, T);
     if (m < 1 || m > c.d) throw std::invalid_argument("m: expected an int in [1, d]");
-    if (py::isinstance<carray<int32_t>>(x)) {
-        const int32_t* xp = cdata_ptr<int32_t>(x, "x");
-        int32_t* op = data_ptr<int32_t>(out, "out", true);
+    with_index(x, "x", [&](auto xp) {
+        auto* op = like_index<index_t<decltype(xp)>>(out, "out");
         py::gil_scoped_release nogil;
         grr_fs_t(xp, op, c.n, c.d, c.k, c.T, m, seed);
-    } else {
-        const int64_t* xp = cdata_ptr<int64_t>(x, "x");
-        int64_t* op = data_ptr<int64_t>(out, "out", true);
-        py::gil_scoped_release nogil;
-        grr_fs_t(xp, op, c.n, c.d, c.k, c.T, m, seed);
-    }
+    });
 }
 
 void check_onebit_args(double alpha, double beta, uint64_t T_lo, double span) {
@@ -581,17 +569,11 @@ void rr_labels(py::array y, py::array mask, int64_t c, uint64_t T, uint64_t seed
     if (c < 1 || c > (int64_t(1) << 31)) throw std::invalid_argument("num_classes: expected an int in [1, 2^31]");
     if (T > (uint64_t(1) << 32)) throw std::invalid_argument("threshold: must be <= 2^32");
     const bool* mp = cdata_ptr<bool>(mask, "mask");
-    if (py::isinstance<carray<int32_t>>(y)) {
-        const int32_t* yp = cdata_ptr<int32_t>(y, "y");
-        int32_t* op = data_ptr<int32_t>(out, "out", true);
+    with_index(y, "y", [&](auto yp) {
+        auto* op = like_index<index_t<decltype(yp)>>(out, "out");
         py::gil_scoped_release nogil;
         rr_labels_t(yp, mp, op, n, (uint64_t)c, T, seed);
-    } else {
-        const int64_t* yp = cdata_ptr<int64_t>(y, "y");
-        int64_t* op = data_ptr<int64_t>(out, "out", true);
-        py::gil_scoped_release nogil;
-        rr_labels_t(yp, mp, op, n, (uint64_t)c, T, seed);
-    }
+    });
 }
 
 int64_t check_categorical(py::array x, py::array k) {
@@ -599,14 +581,10 @@ int64_t check_categorical(py::array x, py::array k) {
     int64_t n = x.shape(0), d = x.shape(1);
     check_size(k, d, "k");
     const int64_t* kp = cdata_ptr<int64_t>(k, "k");
-    if (py::isinstance<carray<int32_t>>(x)) {
-        const int32_t* xp = cdata_ptr<int32_t>(x, "x");
+    return with_index(x, "x", [&](auto xp) {
         py::gil_scoped_release nogil;
         return check_categorical_t(xp, n, d, kp);
-    }
-    const int64_t* xp = cdata_ptr<int64_t>(x, "x");
-    py::gil_scoped_release nogil;
-    return check_categorical_t(xp, n, d, kp);
+    });
 }
 
 int64_t check_range(py::array x, double alpha, double beta) {

@@ -31,15 +31,10 @@ static void coo_to_csr(py::array src, py::array dst, int64_t n, py::array rowptr
     int64_t* rp = data_ptr<int64_t>(rowptr, "rowptr", true);
     const int64_t* s = cdata_ptr<int64_t>(src, "src");
     const int64_t* d = cdata_ptr<int64_t>(dst, "dst");
-    if (py::isinstance<carray<int32_t>>(col)) {
-        int32_t* c = data_ptr<int32_t>(col, "col", true);
+    with_index_mut(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
         coo_to_csr_t(s, d, E, n, rp, c);
-    } else {
-        int64_t* c = data_ptr<int64_t>(col, "col", true);
-        py::gil_scoped_release nogil;
-        coo_to_csr_t(s, d, E, n, rp, c);
-    }
+    });
 }
 
 // In place: sort each row, drop duplicates (and self loops if asked), compact.  Returns
@@ -76,14 +71,10 @@ static int64_t csr_sort_unique_t(int64_t n, int64_t* rp, C* col, bool drop_self)
 static int64_t csr_sort_unique(py::array rowptr, py::array col, bool drop_self) {
     int64_t n = rowptr.size() - 1;
     int64_t* rp = data_ptr<int64_t>(rowptr, "rowptr", true);
-    if (py::isinstance<carray<int32_t>>(col)) {
-        int32_t* c = data_ptr<int32_t>(col, "col", true);
+    return with_index_mut(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
         return csr_sort_unique_t(n, rp, c, drop_self);
-    }
-    int64_t* c = data_ptr<int64_t>(col, "col", true);
-    py::gil_scoped_release nogil;
-    return csr_sort_unique_t(n, rp, c, drop_self);
+    });
 }
 
 void register_graph(py::module_& m) {

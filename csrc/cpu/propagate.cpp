@@ -81,7 +81,7 @@ static void spmm_rows(int64_t b, int64_t e, const int64_t* __restrict__ rp, cons
 }
 
 template <class T, class C>
-static void spmm_t(py::array& rowptr, py::array& col, py::array& a, py::array& bs, py::array& x, py::array& y,
+static void spmm_t(py::array& rowptr, const C* c, py::array& a, py::array& bs, py::array& x, py::array& y,
                    bool self_loop) {
     int64_t n = rowptr.size() - 1;
     if (x.ndim() != 2 || y.ndim() != 2) throw std::invalid_argument("x, y: expected 2-D arrays");
@@ -91,7 +91,6 @@ static void spmm_t(py::array& rowptr, py::array& col, py::array& a, py::array& b
     check_size(a, n, "a");
     check_size(bs, n, "b");
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
-    const C* c = cdata_ptr<C>(col, "col");
     const T* pa = cdata_ptr<T>(a, "a");
     const T* pb = cdata_ptr<T>(bs, "b");
     const T* px = cdata_ptr<T>(x, "x");
@@ -106,16 +105,12 @@ static void spmm_t(py::array& rowptr, py::array& col, py::array& a, py::array& b
 
 static void spmm_scaled(py::array rowptr, py::array col, py::array a, py::array b, py::array x, py::array y,
                         bool self_loop) {
-    bool c32 = py::isinstance<carray<int32_t>>(col);
-    if (py::isinstance<carray<float>>(x)) {
-        if (c32) spmm_t<float, int32_t>(rowptr, col, a, b, x, y, self_loop);
-        else spmm_t<float, int64_t>(rowptr, col, a, b, x, y, self_loop);
-    } else if (py::isinstance<carray<double>>(x)) {
-        if (c32) spmm_t<double, int32_t>(rowptr, col, a, b, x, y, self_loop);
-        else spmm_t<double, int64_t>(rowptr, col, a, b, x, y, self_loop);
-    } else {
-        throw std::invalid_argument("x: expected float32 or float64");
-    }
+    with_index(col, "col", [&](auto c) {
+        using C = index_t<decltype(c)>;
+        if (py::isinstance<carray<float>>(x)) spmm_t<float, C>(rowptr, c, a, b, x, y, self_loop);
+        else if (py::isinstance<carray<double>>(x)) spmm_t<double, C>(rowptr, c, a, b, x, y, self_loop);
+        else throw std::invalid_argument("x: expected float32 or float64");
+    });
 }
 
 void register_propagate(py::module_& m) {

@@ -239,13 +239,10 @@ void with_graph(py::array rowptr, py::array col, F&& f) {
     int64_t n = (int64_t)rowptr.size() - 1;
     if (n < 0) throw std::invalid_argument("rowptr: expected at least one element");
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
-    if (py::isinstance<carray<int32_t>>(col)) {
-        Graph<int32_t> G{rp, cdata_ptr<int32_t>(col, "col"), n};
+    with_index(col, "col", [&](auto c) {
+        Graph<index_t<decltype(c)>> G{rp, c, n};
         f(G);
-    } else {
-        Graph<int64_t> G{rp, cdata_ptr<int64_t>(col, "col"), n};
-        f(G);
-    }
+    });
 }
 
 const uint8_t* opt_mask(const py::array& a, int64_t n, const char* name) {
