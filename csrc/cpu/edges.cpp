@@ -120,11 +120,27 @@ struct RRArgs {
     int64_t n;
 };
 
+// f(k) for the positions k (increasing, in [0, m)) of row i's false edges among its m
+// non-neighbours: geometric skips, all from one cell, so passes 1 and 2 see the same draws.
+template <class F>
+static inline void rr_false_positions(const RRArgs& A, int64_t i, int64_t m, F&& f) {
+    const double pf = A.pf[i];
+    if (!(pf > 0.0) || m <= 0) return;
+    CellRng rf(A.seed, A.st_f, (uint64_t)i, A.c_f);
+    const double lden = det_log1p(-pf);
+    for (int64_t k = -1;;) {
+        int64_t g = geom_pre(rf, pf, lden);
+        if (g >= m - 1 - k) break;
+        k += g + 1;
+        f(k);
+    }
+}
+
 // Output size of row i (pass 1).
 template <class C>
 static int64_t rr_row_count(const RRArgs& A, int64_t i, const C* nb, int64_t d) {
     if (A.pub && A.pub[i]) return d;
-    double pt = A.pt[i], pf = A.pf[i];
+    double pt = A.pt[i];
     int64_t cnt = 0;
     if (pt >= 1.0) {
         cnt += d;
@@ -132,18 +148,7 @@ static int64_t rr_row_count(const RRArgs& A, int64_t i, const C* nb, int64_t d) 
         CellRng rt(A.seed, A.st_t, (uint64_t)i, A.c_t);
         for (int64_t e = 0; e < d; ++e) cnt += rt.bernoulli(pt) ? 1 : 0;
     }
-    int64_t m = A.n - 1 - d;
-    if (pf > 0.0 && m > 0) {
-        CellRng rf(A.seed, A.st_f, (uint64_t)i, A.c_f);
-        double lden = det_log1p(-pf);
-        int64_t k = -1;
-        for (;;) {
-            int64_t g = geom_pre(rf, pf, lden);
-            if (g >= m - 1 - k) break;
-            k += g + 1;
-            ++cnt;
-        }
-    }
+    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t) { ++cnt; });
     return cnt;
 }
 
@@ -158,21 +163,10 @@ static int64_t rr_row_fill(const RRArgs& A, int64_t i, const C* nb, int64_t d, C
         std::copy(nb, nb + d, w);
         return d;
     }
-    double pt = A.pt[i], pf = A.pf[i];
+    double pt = A.pt[i];
     C* w0 = w;
     buf.clear();
-    int64_t m = A.n - 1 - d;
-    if (pf > 0.0 && m > 0) {
-        CellRng rf(A.seed, A.st_f, (uint64_t)i, A.c_f);
-        double lden = det_log1p(-pf);
-        int64_t k = -1;
-        for (;;) {
-            int64_t g = geom_pre(rf, pf, lden);
-            if (g >= m - 1 - k) break;
-            k += g + 1;
-            buf.push_back(k);
-        }
-    }
+    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t k) { buf.push_back(k); });
     CellRng rt(A.seed, A.st_t, (uint64_t)i, A.c_t);
     int64_t e = 0;
     auto flush = [&](int64_t v) {  // true edges below v, Bernoullis drawn in neighbour order
