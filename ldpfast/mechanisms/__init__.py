@@ -12,8 +12,15 @@ guarantee per node and the parameters used, seed included.
 from __future__ import annotations
 
 from .edges import dprr, local_laplace, rr_edges
-from .features import (grr, grr_fs, multibit_encode, multibit_rectify, multibit_scale, onebit,
-                       optimal_m)
+from .features import (
+                       grr,
+                       grr_fs,
+                       multibit_encode,
+                       multibit_rectify,
+                       multibit_scale,
+                       onebit,
+                       optimal_m,
+)
 from .labels import rr_labels
 
 __all__ = [
