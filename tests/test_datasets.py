@@ -99,7 +99,7 @@ def test_bad_feature_dim_type_before_io(tmp_path):
 
 def test_unknown_name():
     with pytest.raises(ValueError, match="known names") as e:
-        load("pubmed")
+        load("reddit")
     for k in STATS:
         assert k in str(e.value)
 
@@ -181,6 +181,37 @@ def test_small_musae_files(tmp_path):
     with pytest.raises(ValueError, match="feature_dim"):
         load("facebook", tmp_path, feature_dim=4)  # > min(num_nodes, features) = 3
     assert load("facebook", tmp_path, feature_dim=2).x.shape == (3, 2)
+
+
+def test_user_supplied_pubmed_missing_names_layout(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"planetoid/PubMed/raw/ind\.pubmed"):
+        load("pubmed", tmp_path)
+
+
+def test_small_lastfm_files_and_top_classes(tmp_path):
+    """A hand-made LastFM-Asia folder, then LPGNN's top-k class restriction."""
+    from ldpfast.datasets import top_classes
+
+    d = tmp_path / "lastfm_asia"
+    d.mkdir()
+    (d / "lastfm_asia_edges.csv").write_text("node_1,node_2\n0,1\n1,2\n2,3\n3,4\n0,4\n")
+    (d / "lastfm_asia_features.json").write_text(
+        '{"0": [1], "1": [0], "2": [2], "3": [], "4": [1, 2]}')
+    (d / "lastfm_asia_target.csv").write_text("id,target\n0,5\n1,2\n2,5\n3,0\n4,2\n")
+    data = load("lastfm-asia", tmp_path)
+    assert data.name == "lastfm" and data.num_nodes == 5
+    assert data.y.tolist() == [5, 2, 5, 0, 2]
+    assert data.x.tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 0, 0], [0, 1, 1]]
+    top = top_classes(data, 2)  # classes 2 and 5 (two nodes each; tie -> smaller label first)
+    assert top.num_nodes == 4 and top.y.tolist() == [1, 0, 1, 0]
+    assert top.x.tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    assert sorted(map(tuple, top.edge_index.t().tolist())) == [
+        (0, 1), (0, 3), (1, 0), (1, 2), (2, 1), (3, 0)]
+    with pytest.raises(ValueError, match="k"):
+        top_classes(data, 7)
+    (d / "lastfm_asia_target.csv").write_text("id,label\n0,1\n")
+    with pytest.raises(ValueError, match="id,target"):
+        load("lastfm", tmp_path)
 
 
 # ----------------------------------------------------------------------------- TU format

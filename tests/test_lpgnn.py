@@ -21,6 +21,11 @@ def test_paper_settings_lookup():
     assert (s["k_x"], s["k_y"]) == (8, 0)
     # budgets between tabulated ones take the nearest row
     assert lpgnn.paper_settings("cora", 0.9, 1.1)["k_x"] == 2
+    s = lpgnn.paper_settings("pubmed", 1.0, 0.5)  # authors' steps.csv / lwd.csv rows
+    assert (s["k_x"], s["k_y"], s["lr"], s["weight_decay"], s["dropout"]) == (0, 4, 1e-2, 1e-4, 0.25)
+    s = lpgnn.paper_settings("lastfm", 3.0, 0.5)
+    assert (s["k_x"], s["k_y"], s["lr"], s["dropout"]) == (16, 8, 1e-3, 0.75)
+    assert lpgnn.paper_settings("citeseer", 1.0, 1.0) == lpgnn.paper_settings("cora", 1.0, 1.0)
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +128,27 @@ def test_reproduce_cli_writes_and_resumes(tmp_path):
     assert lpgnn.reproduce_main(args + ["--resume"]) == 0
     again = json.loads((out / "lpgnn.json").read_text())
     assert again["rows"] == rows and len(again["commands"]) == 2
+
+
+def test_reproduce_user_supplied_lastfm(tmp_path):
+    """--datasets lastfm reads a user-supplied LastFM-Asia folder and keeps 10 classes."""
+    import json
+
+    g = torch.Generator().manual_seed(0)
+    n = 120
+    d = tmp_path / "data" / "lastfm_asia"
+    d.mkdir(parents=True)
+    y = torch.arange(n) % 12  # 12 classes; the 10 largest are kept
+    src, dst = torch.randint(0, n, (2, 600), generator=g).tolist()
+    (d / "lastfm_asia_edges.csv").write_text(
+        "node_1,node_2\n" + "".join(f"{a},{b}\n" for a, b in zip(src, dst)))
+    feats = {str(i): torch.randint(0, 30, (3,), generator=g).tolist() for i in range(n)}
+    (d / "lastfm_asia_features.json").write_text(json.dumps(feats))
+    (d / "lastfm_asia_target.csv").write_text(
+        "id,target\n" + "".join(f"{i},{int(c)}\n" for i, c in enumerate(y)))
+    out = tmp_path / "lp"
+    assert lpgnn.reproduce_main(["--quick", "--datasets", "lastfm", "--runs", "1", "--epochs",
+                                 "2", "--root", str(tmp_path / "data"), "--out", str(out)]) == 0
+    rows = json.loads((out / "lpgnn.json").read_text())["rows"]
+    assert {r["dataset"] for r in rows} == {"lastfm"} and len(rows) == 3
+    assert {r["paper"] for r in rows} == {85.3, 84.9, 82.1}

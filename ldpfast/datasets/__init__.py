@@ -7,5 +7,5 @@
 """
 from __future__ import annotations
 
-from .loaders import default_root, load, load_tu  # noqa: F401
+from .loaders import default_root, load, load_tu, top_classes  # noqa: F401
 from .synthetic import orkut_like, synthetic  # noqa: F401

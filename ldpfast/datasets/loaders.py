@@ -12,6 +12,9 @@ Datasets, sources and licences
 * ``facebook`` -- Facebook page-page network (MUSAE; Rozemberczki, Allen & Sarkar 2021),
   from benedekrozemberczki/MUSAE on GitHub, GPL-3.0.
 * ``twitch-de`` -- Twitch DE social network (MUSAE), same source and licence.
+* ``pubmed`` (Planetoid files) and ``lastfm`` (LastFM Asia; Rozemberczki & Sarkar 2020,
+  benedekrozemberczki/FEATHER, GPL-3.0) -- not shipped offline; read from a folder the user
+  supplies in the public layout.
 * :func:`load_tu` -- any TU-format graph classification dataset (e.g. REDDIT-BINARY, from
   the TU Dortmund collection, chrsmrrs.github.io/datasets; licences vary per dataset).
 """
@@ -29,7 +32,7 @@ from torch_geometric.data import Data
 from .._checks import check_int
 from ..graph import clean_edge_index
 
-__all__ = ["default_root", "load", "load_tu"]
+__all__ = ["default_root", "load", "load_tu", "top_classes"]
 
 ENV_VAR = "LDPFAST_DATA"
 _SVD_SEED = 0x5EED
@@ -46,6 +49,16 @@ _DATASETS = {
         "planetoid/CiteSeer/raw",
         tuple(f"ind.citeseer.{p}" for p in _PLANETOID_PARTS),
         "<root>/planetoid/CiteSeer/raw/ind.citeseer.{x,tx,allx,y,ty,ally,graph,test.index}",
+    ),
+    "pubmed": (
+        "planetoid/PubMed/raw",
+        tuple(f"ind.pubmed.{p}" for p in _PLANETOID_PARTS),
+        "<root>/planetoid/PubMed/raw/ind.pubmed.{x,tx,allx,y,ty,ally,graph,test.index}",
+    ),
+    "lastfm": (
+        "lastfm_asia",
+        ("lastfm_asia_edges.csv", "lastfm_asia_features.json", "lastfm_asia_target.csv"),
+        "<root>/lastfm_asia/lastfm_asia_{edges.csv,features.json,target.csv}",
     ),
     "facebook": (
         "musae/facebook",
@@ -69,6 +82,9 @@ _ALIASES = {
     "musae-facebook": "facebook",
     "twitch-de": "twitch-de",
     "twitchde": "twitch-de",
+    "pubmed": "pubmed",
+    "lastfm": "lastfm",
+    "lastfm-asia": "lastfm",
     "musae-twitch-de": "twitch-de",
 }
 
@@ -160,6 +176,14 @@ def load(name: str, root: str | os.PathLike | None = None, *,
             ``<root>/musae/facebook/``.  ``y`` is ``page_type`` mapped to 0..3 in sorted
             order of the class names, stored on ``data.class_names``.  22470 nodes,
             4714 raw multi-hot features, 4 classes.  No standard split (no masks).
+        ``'pubmed'``
+            Planetoid files ``<root>/planetoid/PubMed/raw/ind.pubmed.*`` (user-supplied;
+            19717 nodes, 500 features, 3 classes).
+        ``'lastfm'`` (alias ``'lastfm-asia'``)
+            LastFM Asia (user-supplied) from ``<root>/lastfm_asia/``:
+            ``lastfm_asia_edges.csv`` (node_1,node_2), ``lastfm_asia_features.json``,
+            ``lastfm_asia_target.csv`` (id,target); 7624 nodes, 18 classes.  LPGNN keeps
+            the 10 largest classes: :func:`top_classes`.
         ``'twitch-de'``
             MUSAE Twitch DE (same source and licence) from ``<root>/musae/twitch/DE/``,
             nodes indexed by ``new_id``; ``y`` is the ``mature`` column (True -> 1).
@@ -198,10 +222,12 @@ def load(name: str, root: str | os.PathLike | None = None, *,
     if feature_dim is not None:
         check_int("feature_dim", feature_dim, lo=1)
     root, paths = _resolve_files(canon, root)
-    if canon in ("cora", "citeseer"):
+    if canon in ("cora", "citeseer", "pubmed"):
         data = _load_planetoid(paths[0].parent, canon)
     elif canon == "facebook":
         data = _load_facebook(*paths)
+    elif canon == "lastfm":
+        data = _load_lastfm(*paths)
     else:
         data = _load_twitch(*paths)
     n = int(data.num_nodes)
@@ -282,6 +308,43 @@ def _load_facebook(edges: Path, features: Path, target: Path) -> Data:
                 y=torch.from_numpy(y), num_nodes=n)
     data.class_names = class_names
     return data
+
+
+def _load_lastfm(edges: Path, features: Path, target: Path) -> Data:
+    rows = _read_target(target)
+    n = len(rows)
+    try:
+        ids = np.array([int(r["id"]) for r in rows], dtype=np.int64)
+        y = np.empty(n, dtype=np.int64)
+        y[ids] = [int(r["target"]) for r in rows]
+    except (KeyError, ValueError, IndexError) as e:
+        raise ValueError(f"{target}: expected integer columns id,target with ids 0..{n - 1} "
+                         f"({e})") from None
+    if not np.array_equal(np.sort(ids), np.arange(n)):
+        raise ValueError(f"{target}: expected ids 0..{n - 1}")
+    return Data(x=_read_multi_hot(features, n),
+                edge_index=_read_edge_csv(edges, ("node_1", "node_2")),
+                y=torch.from_numpy(y), num_nodes=n)
+
+
+def top_classes(data: Data, k: int) -> Data:
+    """The subgraph induced by the nodes of the ``k`` most frequent classes, labels
+    relabelled 0..k-1 by decreasing frequency (ties: smaller label first).  LPGNN Table 1
+    restricts LastFM this way (7,083 nodes, 10 classes)."""
+    from torch_geometric.utils import subgraph
+
+    num = int(data.y.max()) + 1
+    check_int("k", k, lo=1, hi=num)
+    counts = torch.bincount(data.y, minlength=num)
+    order = sorted(range(num), key=lambda c: (-int(counts[c]), c))[:k]
+    remap = torch.full((num,), -1, dtype=torch.int64)
+    remap[torch.tensor(order)] = torch.arange(k)
+    keep = remap[data.y] >= 0
+    ei, _ = subgraph(keep, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
+    out = Data(x=data.x[keep], edge_index=ei, y=remap[data.y[keep]],
+               num_nodes=int(keep.sum()))
+    out.name = getattr(data, "name", None)
+    return out
 
 
 def _load_twitch(edges: Path, features: Path, target: Path) -> Data:

@@ -20,8 +20,9 @@ Privacy: ``(eps_x + eps_y)``-LDP per node (Corollary 3.7); ``eps = inf`` disable
 mechanism (non-private baseline) and is reported as such.  Training choices the paper
 leaves to its code (learning rate, weight decay, dropout, K_x, K_y per budget) default to
 the values the authors released with their implementation (``hparams/lwd.csv`` and
-``hparams/steps.csv`` of the LPGNN repository), transcribed in :data:`HPARAMS` and
-:data:`STEPS`; CiteSeer, not in the LPGNN paper, uses Cora's.
+``hparams/steps.csv`` of the LPGNN repository, "raw" feature rows), transcribed in
+:data:`HPARAMS` and :data:`STEPS` for Cora, PubMed, Facebook and LastFM; other datasets
+(CiteSeer, not in the LPGNN paper) use Cora's.
 """
 from __future__ import annotations
 
@@ -57,8 +58,12 @@ HPARAMS = {
     ("facebook", True, True): (1e-3, 1e-2, 0.5), ("facebook", True, False): (1e-2, 1e-2, 0.75),
     ("facebook", False, True): (1e-2, 1e-4, 0.25),
     ("facebook", False, False): (1e-3, 1e-4, 0.75),
+    ("pubmed", True, True): (1e-2, 1e-4, 0.25), ("pubmed", True, False): (1e-2, 1e-2, 0.75),
+    ("pubmed", False, True): (1e-2, 1e-4, 0.0), ("pubmed", False, False): (1e-2, 1e-3, 0.25),
+    ("lastfm", True, True): (1e-3, 1e-4, 0.75), ("lastfm", True, False): (1e-2, 1e-2, 0.75),
+    ("lastfm", False, True): (1e-2, 1e-4, 0.75), ("lastfm", False, False): (1e-3, 1e-2, 0.25),
 }
-# dataset -> {(eps_x, eps_y): (K_x, K_y)}; authors' release (Cora and Facebook rows).
+# dataset -> {(eps_x, eps_y): (K_x, K_y)}; authors' release.
 _STEPS_TXT = {
     "cora": """0.01 .5 4 4|0.01 1 8 8|0.01 2 8 8|0.01 3 8 8|0.01 inf 8 0|0.1 .5 0 8|0.1 1 2 4|
         0.1 2 16 4|0.1 3 8 4|0.1 inf 16 0|1 .5 2 8|1 1 2 8|1 2 8 4|1 3 16 4|1 inf 16 0|
@@ -68,6 +73,14 @@ _STEPS_TXT = {
         0.1 1 2 4|0.1 2 4 2|0.1 3 4 2|0.1 inf 8 0|1 .5 8 4|1 1 2 4|1 2 4 2|1 3 16 0|
         1 inf 8 0|2 .5 8 4|2 1 2 4|2 2 4 2|2 3 8 0|2 inf 8 0|3 .5 8 4|3 1 2 4|3 2 4 2|
         3 3 4 2|3 inf 8 0|inf .5 2 2|inf 1 0 2|inf 2 0 2|inf 3 2 0|inf inf 0 0""",
+    "pubmed": """0.01 .5 16 2|0.01 1 16 2|0.01 2 16 2|0.01 3 16 2|0.01 inf 16 0|0.1 .5 4 4|
+        0.1 1 8 2|0.1 2 8 2|0.1 3 16 0|0.1 inf 16 0|1 .5 0 4|1 1 4 2|1 2 16 0|1 3 16 0|
+        1 inf 16 0|2 .5 0 4|2 1 4 2|2 2 16 0|2 3 16 0|2 inf 16 0|3 .5 0 4|3 1 4 2|3 2 16 0|
+        3 3 16 0|3 inf 16 0|inf .5 0 2|inf 1 0 2|inf 2 0 0|inf 3 0 0|inf inf 0 0""",
+    "lastfm": """0.01 .5 4 4|0.01 1 4 4|0.01 2 2 4|0.01 3 4 2|0.01 inf 4 0|0.1 .5 8 4|
+        0.1 1 2 4|0.1 2 8 2|0.1 3 8 4|0.1 inf 2 0|1 .5 8 8|1 1 4 4|1 2 4 4|1 3 4 2|
+        1 inf 8 0|2 .5 4 8|2 1 2 4|2 2 4 4|2 3 16 0|2 inf 16 0|3 .5 16 8|3 1 2 4|3 2 2 4|
+        3 3 16 0|3 inf 16 0|inf .5 0 4|inf 1 0 2|inf 2 0 2|inf 3 4 0|inf inf 0 0""",
 }
 STEPS = {ds: {(float(a), float(b)): (int(c), int(d))
               for a, b, c, d in (row.split() for row in txt.replace("\n", "").split("|"))}
@@ -76,7 +89,7 @@ STEPS = {ds: {(float(a), float(b)): (int(c), int(d))
 
 def paper_settings(dataset: str, eps_x: float, eps_y: float) -> dict:
     """lr, weight decay, dropout, K_x, K_y the authors used for this dataset and budget."""
-    ds = "facebook" if dataset == "facebook" else "cora"
+    ds = dataset if dataset in STEPS else "cora"
     lr, wd, do = HPARAMS[(ds, math.isfinite(eps_x), math.isfinite(eps_y))]
     steps = STEPS[ds]
     if (eps_x, eps_y) in steps:
@@ -312,10 +325,16 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
 # --- reproduction ----------------------------------------------------------------------------
 # Paper numbers (TABLES.md): Table 2 MB rows (eps_y = inf, GraphSAGE) and Table 4 (eps_x = 1).
 PAPER_TABLE2 = {"cora": {0.01: 68.0, 0.1: 64.6, 1.0: 83.9, 2.0: 84.0},
-                "facebook": {0.01: 85.8, 0.1: 91.0, 1.0: 92.7, 2.0: 92.9}}
+                "pubmed": {0.01: 78.9, 0.1: 82.7, 1.0: 82.9, 2.0: 82.9},
+                "facebook": {0.01: 85.8, 0.1: 91.0, 1.0: 92.7, 2.0: 92.9},
+                "lastfm": {0.01: 75.6, 0.1: 85.3, 1.0: 84.9, 2.0: 85.9}}
 PAPER_TABLE4 = {"cora": {0.5: (18.6, 18.6, 42.9), 1.0: (25.5, 37.1, 69.3), 2.0: (52.9, 75.1, 78.4)},
+                "pubmed": {0.5: (37.1, 38.7, 69.8), 1.0: (65.4, 68.8, 74.9),
+                           2.0: (80.5, 81.0, 81.0)},
                 "facebook": {0.5: (50.9, 68.9, 75.1), 1.0: (55.2, 73.8, 84.9),
-                             2.0: (81.6, 88.9, 90.7)}}
+                             2.0: (81.6, 88.9, 90.7)},
+                "lastfm": {0.5: (21.1, 44.9, 70.0), 1.0: (28.4, 58.5, 82.1),
+                           2.0: (56.8, 79.2, 85.7)}}
 
 
 def _grid(quick: bool, datasets) -> list[dict]:
@@ -376,12 +395,14 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from tqdm.auto import tqdm
 
-    from ..datasets import load
+    from ..datasets import load, top_classes
 
     p = argparse.ArgumentParser(prog="ldpfast reproduce lpgnn", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=None,
-                   choices=["cora", "citeseer", "facebook"], help="default: all three")
+                   choices=["cora", "citeseer", "facebook", "pubmed", "lastfm"],
+                   help="default: cora citeseer facebook (offline); pubmed and lastfm read "
+                        "user-supplied files under --root (see ldpfast.datasets.load)")
     p.add_argument("--runs", type=int, default=None, help="default 5")
     p.add_argument("--epochs", type=int, default=None,
                    help="default 500 as the LPGNN paper (RGNN-Table-II cells use at most 100)")
@@ -411,6 +432,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         if ds not in cache:
             cache.clear()
             raw = load(ds, root=a.root)
+            if ds == "lastfm":  # LPGNN Table 1: the 10 largest classes
+                raw = top_classes(raw, 10)
             if cell["table"] == "rgnn_table2":
                 from .rgnn import _grouped
 
