@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -61,7 +62,9 @@ def main(argv=None):
     x = torch.rand(n, d)
     deg = csr.degrees().clamp(min=1).to(torch.float32)
     vals = (1.0 / deg).repeat_interleave(csr.degrees())
-    A = torch.sparse_csr_tensor(csr.rowptr, csr.col.to(torch.int64), vals, (n, n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "sparse CSR is beta" / invariant-check notes
+        A = torch.sparse_csr_tensor(csr.rowptr, csr.col.to(torch.int64), vals, (n, n))
     ei = csr.to_edge_index().flip(0) if not a.skip_pyg else None
     try:
         import torch_sparse
