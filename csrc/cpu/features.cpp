@@ -149,15 +149,15 @@ void check_same_shape(const py::array& a, const py::array& b, const char* na, co
 inline int64_t row_chunk(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d)); }
 
 // ---------------------------------------------------------------------------------------
-// Floyd's algorithm: a uniform m-subset of [0, d) from m uniform integers.  sel[] marks the
-// chosen columns, idx[] lists them in the order drawn.
-template <class G>
-inline void floyd(G& s, int64_t d, int64_t m, uint8_t* sel, int64_t* idx) {
+// Floyd's algorithm: a uniform m-subset of [0, d) from m uniform integers.  sel[] (all zero
+// on entry) gets `mark` at the chosen columns, idx[] lists them in the order drawn.
+template <class G, class M>
+inline void floyd(G& s, int64_t d, int64_t m, M* sel, M mark, int64_t* idx) {
     int64_t cnt = 0;
     for (int64_t j = d - m; j < d; ++j) {
         int64_t t = (int64_t)s.randint((uint64_t)(j + 1));
         int64_t pick = sel[t] ? j : t;
-        sel[pick] = 1;
+        sel[pick] = mark;
         idx[cnt++] = pick;
     }
 }
@@ -283,7 +283,7 @@ void grr_fs_t(const I* x, I* out, int64_t n, int64_t d, const int64_t* k, const 
                 for (int64_t i = i0; i < i1; ++i) {
                     int64_t* ix = idx.data() + (i - i0) * m;
                     WordStream s(seed, STREAM_GRR_FS_SELECT, (uint64_t)i, 0, m);
-                    floyd(s, d, m, sel.data() + (i - i0) * d, ix);
+                    floyd(s, d, m, sel.data() + (i - i0) * d, uint8_t(1), ix);
                     if (!dense) prefetch_entries(x + i * d, ix, m);
                 }
             }
@@ -380,13 +380,7 @@ void multibit_t(const F* x, int8_t* out, int64_t n, int64_t d, int64_t m, double
                     int64_t* ix = idx.data() + (i - i0) * m;
                     std::memset(o, 0, (size_t)d);
                     WordStream s(seed, STREAM_MULTIBIT_SELECT, (uint64_t)i, 0, m);
-                    int64_t cnt = 0;
-                    for (int64_t j = d - m; j < d; ++j) {
-                        int64_t t = (int64_t)s.randint((uint64_t)(j + 1));
-                        int64_t pick = o[t] ? j : t;
-                        o[pick] = 2;
-                        ix[cnt++] = pick;
-                    }
+                    floyd(s, d, m, o, int8_t(2), ix);  // 2 marks "selected" until encoded
                     prefetch_entries(x + i * d, ix, m);
                 }
             }

@@ -1,9 +1,11 @@
 """Shared pieces of the method pipelines: splits, backbones, summaries, result files."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
+import warnings
 from pathlib import Path
 
 import torch
@@ -62,18 +64,23 @@ class Backbone(torch.nn.Module):
         return self.conv2(x, edge_index)
 
 
+@contextlib.contextmanager
+def quiet_sparse_csr():
+    """Silence torch's "sparse CSR support is in beta" notice around CSR construction."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def graph_input(edge_index: torch.Tensor, num_nodes: int, model: str):
     """What to pass a :class:`Backbone` as its graph: for GraphSAGE a CSR adjacency (PyG then
     aggregates with one sparse matmul, same result as gather/scatter on ``edge_index`` and
     ~3x faster on wide features); ``edge_index`` for the other models."""
     if model != "sage":
         return edge_index
-    import warnings
-
     from torch_geometric.utils import to_torch_csr_tensor
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's "sparse CSR support is in beta"
+    with quiet_sparse_csr():
         return to_torch_csr_tensor(edge_index.flip(0), size=(num_nodes, num_nodes))
 
 

@@ -45,6 +45,7 @@ from ._common import (
     graph_input,
     mean_std,
     plot_curves,
+    quiet_sparse_csr,
     random_split,
     save_json,
 )
@@ -150,10 +151,7 @@ class FactoredSAGEInput:
     """
 
     def __init__(self, S: torch.Tensor, scale: float, shift: float, csr, k: int):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's "sparse CSR support is in beta"
+        with quiet_sparse_csr():
             self.S = S.to(torch.float32).to_sparse_csr() if S.layout != torch.sparse_csr else S
         self.scale, self.shift, self.csr, self.k = float(scale), float(shift), csr, int(k)
 
