@@ -8,15 +8,20 @@ Each returns a *copy* of the input ``Data`` whose ``edge_index`` is the randomis
 :class:`~ldpfast.privacy.budget.Spent` entry.  The full mechanism output
 (:class:`~ldpfast.mechanisms.edges.EdgeLDPResult`) of the last call is kept on the
 transform as ``last_result``.
+
+Like the feature and label transforms (:class:`ldpfast.transforms.ReportOnce`), each derives
+the randomness of an input from its secret seed and the input's identity: re-applying it to
+the same graph returns the same noisy graph, and two graphs never share degree noise or
+edge draws.
 """
 from __future__ import annotations
 
 import copy
 
-from torch_geometric.transforms import BaseTransform
-
 from .mechanisms import edges as _edges
 from .privacy.budget import Ledger
+from .privacy.report_once import IDENTITY_DEFAULT
+from .transforms import ReportOnce
 
 __all__ = ["DPRR", "LocalLap", "RREdges"]
 
@@ -48,7 +53,7 @@ def _apply(data, res):
     return out
 
 
-class DPRR(BaseTransform):
+class DPRR(ReportOnce):
     """Degree-Preserving Randomized Response on the edges (paper Algorithm 1).
 
     ``eps1 + eps2``-edge LDP per user (Proposition 2); see :func:`ldpfast.mechanisms.edges.dprr`
@@ -60,17 +65,22 @@ class DPRR(BaseTransform):
     ----------
     public : bool tensor or str, optional
         Mask of non-private users, or the name of a ``Data`` attribute holding it.
+    seed : int, optional
+        Secret seed (see :class:`ldpfast.transforms.ReportOnce`); never recorded.
+    identity : str
+        How an input is identified (see :class:`ldpfast.transforms.ReportOnce`).
     """
 
     def __init__(self, eps: float, seed: int | None = None, eps1: float | None = None, public=None,
                  n_max: int | None = None, alpha: float = 0.9, symmetrize: str = _edges.DEFAULT_SYMMETRIZE,
-                 backend: str | None = None):
-        self.eps, self.seed, self.eps1, self.public = eps, seed, eps1, public
+                 backend: str | None = None, *, identity: str = IDENTITY_DEFAULT):
+        self.eps, self.eps1, self.public = eps, eps1, public
         self.n_max, self.alpha, self.symmetrize, self.backend = n_max, alpha, symmetrize, backend
         self.last_result = None
+        self._init_report_once(seed, identity)
 
     def forward(self, data):
-        res = _edges.dprr(data, self.eps, seed=self.seed, eps1=self.eps1, public=_public_of(data, self.public),
+        res = _edges.dprr(data, self.eps, seed=self._input_seed(data), eps1=self.eps1, public=_public_of(data, self.public),
                           n_max=self.n_max, alpha=self.alpha, symmetrize=self.symmetrize, backend=self.backend)
         self.last_result = res
         return _apply(data, res)
@@ -79,7 +89,7 @@ class DPRR(BaseTransform):
         return f"DPRR(eps={self.eps}, eps1={self.eps1}, symmetrize={self.symmetrize!r})"
 
 
-class RREdges(BaseTransform):
+class RREdges(ReportOnce):
     """Warner's randomized response on every neighbour-list bit (paper section V-A), eps-edge LDP.
 
     Refuses graphs whose expected output exceeds ``max_output_edges`` (RR is dense);
@@ -87,13 +97,15 @@ class RREdges(BaseTransform):
     """
 
     def __init__(self, eps: float, seed: int | None = None, max_output_edges: int = 50_000_000, public=None,
-                 symmetrize: str = _edges.DEFAULT_SYMMETRIZE, backend: str | None = None):
-        self.eps, self.seed, self.max_output_edges, self.public = eps, seed, max_output_edges, public
+                 symmetrize: str = _edges.DEFAULT_SYMMETRIZE, backend: str | None = None, *,
+                 identity: str = IDENTITY_DEFAULT):
+        self.eps, self.max_output_edges, self.public = eps, max_output_edges, public
         self.symmetrize, self.backend = symmetrize, backend
         self.last_result = None
+        self._init_report_once(seed, identity)
 
     def forward(self, data):
-        res = _edges.rr_edges(data, self.eps, seed=self.seed, max_output_edges=self.max_output_edges,
+        res = _edges.rr_edges(data, self.eps, seed=self._input_seed(data), max_output_edges=self.max_output_edges,
                               public=_public_of(data, self.public), symmetrize=self.symmetrize,
                               backend=self.backend)
         self.last_result = res
@@ -103,18 +115,20 @@ class RREdges(BaseTransform):
         return f"RREdges(eps={self.eps}, symmetrize={self.symmetrize!r})"
 
 
-class LocalLap(BaseTransform):
+class LocalLap(ReportOnce):
     """LocalLap baseline (local-model LAPGRAPH, paper section V-A), eps-edge LDP.
 
     Output graph is undirected; see :func:`ldpfast.mechanisms.edges.local_laplace`.
     """
 
-    def __init__(self, eps: float, seed: int | None = None, backend: str | None = None):
-        self.eps, self.seed, self.backend = eps, seed, backend
+    def __init__(self, eps: float, seed: int | None = None, backend: str | None = None, *,
+                 identity: str = IDENTITY_DEFAULT):
+        self.eps, self.backend = eps, backend
         self.last_result = None
+        self._init_report_once(seed, identity)
 
     def forward(self, data):
-        res = _edges.local_laplace(data, self.eps, seed=self.seed, backend=self.backend)
+        res = _edges.local_laplace(data, self.eps, seed=self._input_seed(data), backend=self.backend)
         self.last_result = res
         return _apply(data, res)
 

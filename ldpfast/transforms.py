@@ -11,6 +11,12 @@ the total budget spent::
     data = RRLabels(eps=1.0, seed=1)(data)
     print(Ledger.of(data))                               # features m*eps_x + labels eps
 
+One report per user: each randomising transform derives the randomness of an input from its
+secret seed and the input's identity (:class:`ReportOnce`), so re-applying it to the same
+raw input returns the same report, and two graphs never share random bits.  Use them as a
+dataset's ``pre_transform`` (randomised once and stored); as ``transform=`` they are safe
+too.  The seed is never recorded in the ledger.
+
 Transforms
 ----------
 * :class:`GRRFS` (RGNN), :class:`MultiBit` and :class:`OneBit` (LPGNN) on ``data.x``;
@@ -32,9 +38,11 @@ from ._checks import check_int, check_tensor
 from .mechanisms.features import grr_fs, multibit_encode, multibit_rectify, onebit
 from .mechanisms.labels import rr_labels
 from .privacy.budget import Ledger, Spent
+from .privacy.report_once import IDENTITY_DEFAULT, check_identity, input_seed, whole_graph
+from .rng import resolve_seed
 
 __all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "MultiBit", "OneBit",
-           "RRLabels", "discretize", "group_binary_features", "quantile_boundaries"]
+           "RRLabels", "ReportOnce", "discretize", "group_binary_features", "quantile_boundaries"]
 
 #: Binary features grouped into one categorical feature by RGNN (section V-A1).
 RGNN_GROUP_SIZES = {"citeseer": 70, "cora": 25, "dblp": 50, "facebook": 100}
@@ -44,6 +52,37 @@ def _record(data, spent: Spent) -> None:
     data.ldp_ledger = Ledger(list(Ledger.of(data).entries)).add(spent)
 
 
+class ReportOnce(BaseTransform):
+    """Base of the randomising transforms: one LDP report per input.
+
+    The transform keeps a secret seed (the ``seed`` argument, or 64 bits drawn from the OS
+    once, when the transform is made) and derives each input's randomness from it and a
+    stable identity of the input (:mod:`ldpfast.privacy.report_once`).  Applying the same
+    transform again to the same raw input gives the same report, so it is safe as a
+    ``transform=`` that runs on every ``dataset[i]``; two different graphs get independent
+    randomness.  ``pre_transform=`` (randomise once, store the result) is still the
+    recommended use.  The seed is never written to the ledger or the ``repr``.
+
+    Parameters (shared by every subclass)
+    -------------------------------------
+    seed : int, optional
+        The secret seed in ``[0, 2**64)``; ``None`` draws one from the OS now.  Keep it to
+        reproduce a run; never publish it (it rebuilds the noise).
+    identity : str
+        ``"content"`` (default): a fingerprint of the input's content.  Or the name of a
+        ``Data`` attribute that identifies the input (e.g. ``"graph_id"``) when different
+        users' graphs may have identical content.
+    """
+
+    def _init_report_once(self, seed, identity) -> None:
+        self._seed = resolve_seed(seed)
+        self.identity = check_identity(identity)
+
+    def _input_seed(self, data) -> int:
+        whole_graph(data, type(self).__name__)
+        return input_seed(self._seed, type(self).__name__, data, self.identity)
+
+
 def _features(data):
     x = getattr(data, "x", None)
     if x is None:
@@ -51,7 +90,7 @@ def _features(data):
     return x
 
 
-class GRRFS(BaseTransform):
+class GRRFS(ReportOnce):
     """GRR with feature sampling on ``data.x`` (RGNN section IV-A, eq. 4).
 
     Parameters
@@ -64,6 +103,9 @@ class GRRFS(BaseTransform):
         Public domain size(s) of the features (default 2: binary, as after
         :class:`GroupBinaryFeatures`).
     seed : int, optional
+        Secret seed (see :class:`ReportOnce`); never recorded.
+    identity : str
+        How an input is identified (see :class:`ReportOnce`).
     accounting : {"exact", "rgnn_theorem1"}
         What the ledger records (default the exact guarantee ``m * eps_x``; see
         :func:`ldpfast.mechanisms.grr_fs`).
@@ -74,9 +116,11 @@ class GRRFS(BaseTransform):
     """
 
     def __init__(self, eps_x: float, m: int, domain=2, seed: int | None = None,
-                 accounting: str = "exact", backend: str | None = None):
-        self.eps_x, self.m, self.domain, self.seed = eps_x, m, domain, seed
+                 accounting: str = "exact", backend: str | None = None, *,
+                 identity: str = IDENTITY_DEFAULT):
+        self.eps_x, self.m, self.domain = eps_x, m, domain
         self.accounting, self.backend = accounting, backend
+        self._init_report_once(seed, identity)
 
     def forward(self, data):
         x = _features(data)
@@ -87,7 +131,7 @@ class GRRFS(BaseTransform):
                 raise ValueError("data.x: GRR-FS needs categorical features; float features "
                                  "must hold integers (discretise them first, see Discretize)")
             xi = x.to(torch.int64)
-        out, spent = grr_fs(xi, self.domain, self.eps_x, self.m, self.seed,
+        out, spent = grr_fs(xi, self.domain, self.eps_x, self.m, self._input_seed(data),
                             accounting=self.accounting, backend=self.backend)
         data.x = out.to(x.dtype)
         _record(data, spent)
@@ -97,7 +141,7 @@ class GRRFS(BaseTransform):
         return f"{type(self).__name__}(eps_x={self.eps_x}, m={self.m}, domain={self.domain})"
 
 
-class MultiBit(BaseTransform):
+class MultiBit(ReportOnce):
     """LPGNN multi-bit encoder on ``data.x`` (Algorithm 1), rectified by eq. (4).
 
     Parameters
@@ -112,7 +156,10 @@ class MultiBit(BaseTransform):
         True (default): ``data.x`` becomes the unbiased float estimate ``x'`` (eq. 4), what
         the LPGNN server trains on; False: the int8 encoding ``x*`` in {-1, 0, 1}.
     seed : int, optional
+        Secret seed (see :class:`ReportOnce`); never recorded.
     backend : str, optional
+    identity : str
+        How an input is identified (see :class:`ReportOnce`).
 
     Privacy: ``eps``-LDP per node (Theorem 3.1).
     """
@@ -120,16 +167,19 @@ class MultiBit(BaseTransform):
     _one_bit = False
 
     def __init__(self, eps: float, m: int | None = None, alpha: float = 0.0, beta: float = 1.0,
-                 rectify: bool = True, seed: int | None = None, backend: str | None = None):
+                 rectify: bool = True, seed: int | None = None, backend: str | None = None, *,
+                 identity: str = IDENTITY_DEFAULT):
         self.eps, self.m, self.alpha, self.beta = eps, m, alpha, beta
-        self.rectify, self.seed, self.backend = rectify, seed, backend
+        self.rectify, self.backend = rectify, backend
+        self._init_report_once(seed, identity)
 
     def forward(self, data):
         x = _features(data)
+        seed = self._input_seed(data)
         if self._one_bit:
-            out, spent = onebit(x, self.eps, self.alpha, self.beta, self.seed, backend=self.backend)
+            out, spent = onebit(x, self.eps, self.alpha, self.beta, seed, backend=self.backend)
         else:
-            out, spent = multibit_encode(x, self.eps, self.m, self.alpha, self.beta, self.seed,
+            out, spent = multibit_encode(x, self.eps, self.m, self.alpha, self.beta, seed,
                                          backend=self.backend)
         if self.rectify:
             out = multibit_rectify(out, self.eps, spent.params["m"], self.alpha, self.beta,
@@ -150,11 +200,12 @@ class OneBit(MultiBit):
     _one_bit = True
 
     def __init__(self, eps: float, alpha: float = 0.0, beta: float = 1.0, rectify: bool = True,
-                 seed: int | None = None, backend: str | None = None):
-        super().__init__(eps, None, alpha, beta, rectify, seed, backend)
+                 seed: int | None = None, backend: str | None = None, *,
+                 identity: str = IDENTITY_DEFAULT):
+        super().__init__(eps, None, alpha, beta, rectify, seed, backend, identity=identity)
 
 
-class RRLabels(BaseTransform):
+class RRLabels(ReportOnce):
     """Randomized response on ``data.y`` (LPGNN eq. 11, RGNN section IV-B).
 
     Parameters
@@ -169,15 +220,21 @@ class RRLabels(BaseTransform):
         Default: ``data.num_classes`` if set, else ``int(y.max()) + 1`` (the class count
         is treated as public).
     seed : int, optional
+        Secret seed (see :class:`ReportOnce`); never recorded.
     backend : str, optional
+    identity : str
+        How an input is identified (see :class:`ReportOnce`).  Split masks are not part
+        of the identity, so a node's report does not change with the split.
 
     The mask used is stored as ``data.y_rr_mask``.  Privacy: ``eps``-LDP per node.
     """
 
     def __init__(self, eps: float, mask="train_val", num_classes: int | None = None,
-                 seed: int | None = None, backend: str | None = None):
-        self.eps, self.mask, self.num_classes, self.seed = eps, mask, num_classes, seed
+                 seed: int | None = None, backend: str | None = None, *,
+                 identity: str = IDENTITY_DEFAULT):
+        self.eps, self.mask, self.num_classes = eps, mask, num_classes
         self.backend = backend
+        self._init_report_once(seed, identity)
 
     def _mask(self, data, n):
         mk = self.mask
@@ -210,7 +267,8 @@ class RRLabels(BaseTransform):
             if not isinstance(c, int):
                 c = int(y.max()) + 1 if y.numel() else 1
         mask = self._mask(data, y.shape[0])
-        out, spent = rr_labels(y, c, self.eps, self.seed, mask=mask, backend=self.backend)
+        out, spent = rr_labels(y, c, self.eps, self._input_seed(data), mask=mask,
+                               backend=self.backend)
         data.y = out
         data.y_rr_mask = mask
         _record(data, spent)

@@ -577,6 +577,7 @@ def test_transforms_copy_and_ledger():
     from torch_geometric.data import Data
 
     from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
+    from ldpfast.privacy.report_once import input_seed
 
     csr = random_graph(200, 600, 15)
     ei = csr.to_edge_index()
@@ -590,7 +591,8 @@ def test_transforms_copy_and_ledger():
     assert "edge_attr" not in out
     assert [e.mechanism for e in out.ldp_ledger.entries] == ["grr", "dprr"]
     assert out.ldp_ledger.by_target()["edges"] == pytest.approx(2.0, abs=1e-9)
-    ref = E.dprr(data, 2.0, seed=1, eps1=0.5, public=data.public)
+    # the transform's randomness is derived from (its seed, the input's identity)
+    ref = E.dprr(data, 2.0, seed=input_seed(1, "DPRR", data), eps1=0.5, public=data.public)
     assert torch.equal(out.edge_index, ref.edge_index)
     out2 = RREdges(eps=1.0, seed=2)(data)
     assert out2.ldp_ledger.entries[-1].mechanism == "rr_edges"
@@ -606,6 +608,7 @@ def test_transform_on_csr_stored_graph_keeps_csr_consistent():
 
     from ldpfast._edge_transforms import DPRR
     from ldpfast.graph import csr_of
+    from ldpfast.privacy.report_once import input_seed
 
     csr = random_graph(300, 900, 16)
     data = Data(num_nodes=300)
@@ -613,7 +616,7 @@ def test_transform_on_csr_stored_graph_keeps_csr_consistent():
     data.__dict__["csr"] = csr  # how ldpfast.datasets stores CSR-only graphs
     out = DPRR(eps=2.0, seed=4, eps1=0.5)(data)
     assert "edge_index" not in out and data.__dict__["csr"] is csr
-    res = E.dprr(csr, 2.0, seed=4, eps1=0.5)
+    res = E.dprr(csr, 2.0, seed=input_seed(4, "DPRR", data), eps1=0.5)
     # data.csr has rows = message sources, i.e. what csr_of(edge_index) would build
     assert _same(csr_of(out), to_csr(res.edge_index, 300))
     out_or = DPRR(eps=2.0, seed=4, eps1=0.5, symmetrize="or")(data)

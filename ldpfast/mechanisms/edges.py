@@ -492,8 +492,7 @@ def dprr(
         eps=eps1_used + eps2,
         guarantee=_GUARANTEE,
         params={
-            "eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm, "seed": seed,
-            "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
+            "eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm, "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
             "allocation": allocation, "num_public": int(pub.sum()) if pub.size else 0,
             "symmetrize": symmetrize,
         },
@@ -581,7 +580,7 @@ def rr_edges(
                        backend=backend)
     spent = Spent(
         mechanism="rr_edges", target="edges", eps=eps, guarantee=_GUARANTEE,
-        params={"eps": eps, "p": p, "flip_prob": pm, "seed": seed, "n": n, "expected_output": expected,
+        params={"eps": eps, "p": p, "flip_prob": pm, "n": n, "expected_output": expected,
                 "num_public": int(pub.sum()) if pub.size else 0, "symmetrize": symmetrize},
     )
     return EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=None, q=None, spent=spent,
@@ -737,7 +736,7 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
     spent = Spent(
         mechanism="locallap", target="edges", eps=eps1_used + eps2_used, guarantee=_GUARANTEE,
         params={"eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "eps2_used": eps2_used,
-                "seed": seed, "granularity_degree": g1, "granularity_entries": g2, "T": T, "n": n,
+                "granularity_degree": g1, "granularity_entries": g2, "T": T, "n": n,
                 "threshold": lo, "threshold_rounds": len(rounds), "candidates": int(vals.shape[0])},
     )
     return EdgeLDPResult(noisy=out, noisy_degrees=out.degrees(), d_star=torch.from_numpy(d_star), q=None,

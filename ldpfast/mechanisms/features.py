@@ -4,7 +4,7 @@ Every randomiser runs on a whole ``n x d`` matrix in one compiled kernel (C++
 ``csrc/cpu/features.cpp``, Numba twin ``ldpfast/_numba/features.py``, bit-identical for one
 seed and independent of the thread count), validates its input completely before the kernel
 runs, never writes its input, and returns ``(output, Spent)``: the privacy guarantee per node
-(per user) and the parameters used, seed included.
+(per user) and the parameters used (never the seed: it would undo the noise).
 
 Papers
 ------
@@ -163,7 +163,8 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     eps : float
         Budget of each single report, > 0.
     seed : int, optional
-        64-bit seed; ``None`` draws one from the OS.  Recorded in the returned ``Spent``.
+        64-bit seed; ``None`` draws one from the OS.  Never recorded: it would
+        rebuild the noise, so it stays with the caller.
     backend : {"cpp", "numba"}, optional
         Kernel backend (default: C++ if built, else Numba).
 
@@ -188,8 +189,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     out = torch.empty_like(xc)
     K.grr(xn, kk, T, seed, out.numpy())
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
-                  params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "seed": seed,
-                          "backend": _backend_name(K),
+                  params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": _backend_name(K),
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
     return out.reshape(x.shape).to(x.device), spent
 
@@ -215,7 +215,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     m : int
         Number of sampled features, ``1 <= m <= d``.
     seed : int, optional
-        64-bit seed (``None``: fresh from the OS); recorded in the ``Spent``.
+        64-bit seed (``None``: fresh from the OS); never recorded in the ``Spent`` (it would undo the noise).
     accounting : {"exact", "rgnn_theorem1"}
         What ``Spent.eps`` records.  ``"exact"`` (default): ``m * eps_x``, the tight
         guarantee.  ``"rgnn_theorem1"``: the paper's ``eps_X = ln(1 + (m/d)(e^{m eps_x} - 1))``,
@@ -267,17 +267,27 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     spent = Spent("grr_fs", "features", eps, guarantee=guarantee,
                   params={"eps_x": eps_x, "m": m, "d": d, "domain": _domain_param(gam),
                           "eps_exact": exact, "eps_X_theorem1": thm1, "accounting": accounting,
-                          "seed": seed, "backend": _backend_name(K),
+                          "backend": _backend_name(K),
                           "source": "RGNN sec. IV-A eq. (4), Theorem 1"})
     return out.to(x.device), spent
+
+
+def _check_range_width(alpha: float, beta: float) -> None:
+    """``alpha < beta`` with a finite width: ``(x - alpha) / (beta - alpha)`` must be a number
+    in [0, 1] for every x in the range, or the 1-bit probabilities leave their bounds
+    (audit F1: ``[-1e308, 1e308]`` made ``inf / inf`` and an unbounded likelihood ratio)."""
+    if not alpha < beta:
+        raise ValueError(f"alpha, beta: expected alpha < beta, got [{alpha}, {beta}]")
+    if not math.isfinite(beta - alpha):
+        raise ValueError(f"alpha, beta: the width beta - alpha must be finite (at most "
+                         f"{np.finfo(np.float64).max:.3g}), got [{alpha}, {beta}]")
 
 
 def _continuous_input(x, alpha, beta):
     check_tensor("x", x, dims=2, dtypes=FLOAT_DTYPES)
     alpha = check_real("alpha", alpha)
     beta = check_real("beta", beta)
-    if not alpha < beta:
-        raise ValueError(f"alpha, beta: expected alpha < beta, got [{alpha}, {beta}]")
+    _check_range_width(alpha, beta)
     if x.shape[1] < 1:
         raise ValueError("x: expected at least one feature column (d >= 1)")
     return alpha, beta
@@ -326,7 +336,7 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     K.onebit(xn, alpha, beta, t_lo, span, seed, out.numpy())
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
-                          "seed": seed, "backend": _backend_name(K),
+                          "backend": _backend_name(K),
                           "source": "LPGNN sec. 3.1 (Algorithm 1 with m = d)"})
     return out.to(x.device), spent
 
@@ -382,7 +392,7 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     K.multibit_encode(xn, m, alpha, beta, t_lo, span, seed, out.numpy())
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
-                          "seed": seed, "backend": _backend_name(K),
+                          "backend": _backend_name(K),
                           "source": "LPGNN sec. 3.1, Algorithm 1, Theorem 3.1"})
     return out.to(x.device), spent
 
@@ -424,8 +434,7 @@ def multibit_rectify(x_star: torch.Tensor, eps: float, m: int, alpha: float = 0.
     m = check_int("m", m, 1, d)
     alpha = check_real("alpha", alpha)
     beta = check_real("beta", beta)
-    if not alpha < beta:
-        raise ValueError(f"alpha, beta: expected alpha < beta, got [{alpha}, {beta}]")
+    _check_range_width(alpha, beta)
     if x_star.numel() and not bool(((x_star == -1) | (x_star == 0) | (x_star == 1)).all()):
         raise ValueError("x_star: expected values in {-1, 0, 1} (multi-bit encoder output)")
     C = multibit_scale(eps, m, d, alpha, beta)

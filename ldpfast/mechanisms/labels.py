@@ -40,7 +40,7 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     eps : float
         Label budget ``eps_y`` > 0.
     seed : int, optional
-        64-bit seed (``None``: fresh from the OS); recorded in the ``Spent``.
+        64-bit seed (``None``: fresh from the OS); never recorded in the ``Spent`` (it would undo the noise).
     mask : torch.Tensor, optional
         ``(n,)`` bool: the nodes that report a label (default: all).
     backend : {"cpp", "numba"}, optional
@@ -81,6 +81,6 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     p, q = grr_probs(eps, c)
     spent = Spent("rr_labels", "labels", eps, guarantee="eps-LDP per node",
                   params={"num_classes": c, "p": p, "q": q, "num_randomised": int(m.sum()),
-                          "seed": seed, "backend": _backend_name(K),
+                          "backend": _backend_name(K),
                           "source": "LPGNN eq. (11); RGNN sec. IV-B"})
     return out.to(y.device), spent

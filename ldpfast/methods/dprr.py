@@ -599,7 +599,7 @@ def _fit(graphs, method, eps, model, public_fraction, runs, split, epochs, hidde
     settings = {"method": method, "eps": eps, "public_fraction": public_fraction, "model": model,
                 "runs": runs, "split": [tr_f, va_f, 1 - tr_f - va_f], "epochs": epochs, "hidden": hidden,
                 "num_layers": num_layers, "lr": lr, "dropout": dropout, "batch_size": batch_size,
-                "features": features, "seed": seed, "graphs": len(graphs), "classes": classes,
+                "features": features, "graphs": len(graphs), "classes": classes,
                 "best_epochs": eps_best, "val_accuracy": [100 * v for v in vals]}
     return DPRRReport(method=method, accuracy=mean_std(accs), privacy=privacy, settings=settings, stats=stats,
                       timings={"total_s": time.perf_counter() - t0, "randomize_s": t_rand})

@@ -309,7 +309,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     if no_admissible:
         best = fallback
     settings = dict(hp, model=model, hidden=hidden, epochs=epochs, patience=patience,
-                    training=training, seed=seed, split=list(split), dataset=dataset,
+                    training=training, split=list(split), dataset=dataset,
                     eps_x=eps_x, eps_y=eps_y, acc_star=acc_star,
                     drop_rule_fallback=no_admissible, factored=factored)
     privacy = ledger.to_dict()

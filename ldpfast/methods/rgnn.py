@@ -746,7 +746,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
                 "k_y": k_y, "C": C, "alpha": alpha if use_llp else 0.0, "group_size": gs,
                 "d": d, "domain": int(gam[0]) if bool((gam == gam[0]).all()) else gam.tolist(),
                 "lr": lr, "weight_decay": weight_decay, "dropout": dropout, "hidden": hidden,
-                "epochs": epochs, "seed": seed, "split": list(split),
+                "epochs": epochs, "split": list(split),
                 "llp_direction": llp_direction,
                 "selection": ("max validation accuracy against "
                               + ("reconstructed labels y~" if recon_y else "perturbed labels y'"))}
