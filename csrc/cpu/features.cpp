@@ -345,10 +345,20 @@ void grr_fs_t(const I* x, I* out, int64_t n, int64_t d, const int64_t* k, const 
 
 // 1-bit encoding of one value (paper 002, Algorithm 1 line 4): t ~ Bernoulli(T(x) / 2^32),
 // T(x) = T_lo + floor((x - alpha) / (beta - alpha) * span), span = 2^32 - 2 T_lo.
+// f is clamped into [0, 1] with NaN -> 0 (twin: _onebit_f in _numba/features.py), so T always
+// lies in [T_lo, 2^32 - T_lo] and the likelihood ratio stays <= e^eps whatever the inputs: an
+// overflowing width (beta - alpha = inf gives inf / inf = NaN at x = beta) or a value outside
+// [alpha, beta] must not reach the float -> integer conversion, which is undefined behaviour
+// for NaN and out-of-range values.  No-op for in-range x and a finite width (rounding is
+// monotone, so 0 <= x - alpha <= beta - alpha), hence unchanged outputs there.
+inline double onebit_f(double v, double alpha, double beta) {
+    double f = (v - alpha) / (beta - alpha);
+    return f > 0.0 ? (f < 1.0 ? f : 1.0) : 0.0;
+}
+
 template <class F, class G>
 inline int8_t onebit_one(F v, double alpha, double beta, uint64_t T_lo, double span, G& g) {
-    double f = ((double)v - alpha) / (beta - alpha);
-    uint64_t T = T_lo + (uint64_t)(f * span);
+    uint64_t T = T_lo + (uint64_t)(onebit_f((double)v, alpha, beta) * span);
     return (uint64_t)g.next_u32() < T ? (int8_t)1 : (int8_t)-1;
 }
 

@@ -144,9 +144,19 @@ def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seed, out):
 
 
 @jit
+def _onebit_f(v, alpha, beta):
+    # Twin of onebit_f (features.cpp): clamp into [0, 1], NaN -> 0, so the threshold stays in
+    # [t_lo, 2^32 - t_lo] (an overflowing beta - alpha gives inf/inf = NaN, and float -> uint64
+    # of NaN or an out-of-range value is undefined).
+    f = (v - alpha) / (beta - alpha)
+    if f > 0.0:
+        return min(f, 1.0)  # f is not NaN here
+    return 0.0
+
+
+@jit
 def _onebit_one(v, alpha, beta, t_lo, span, g):
-    f = (np.float64(v) - alpha) / (beta - alpha)
-    T = t_lo + _U(f * span)
+    T = t_lo + _U(_onebit_f(np.float64(v), alpha, beta) * span)
     return np.int8(1) if R.next_u32(g) < T else np.int8(-1)
 
 
