@@ -236,3 +236,27 @@ def test_f4_method_reports_record_no_seed():
     graphs = mdprr.synthetic_graph_classification(num_graphs=12, seed=1)
     rep = mdprr.fit(graphs, "dprr", 1.0, runs=1, epochs=1, seed=s)
     _assert_no_seed(rep.to_dict(), seeds=(s,))
+
+
+def test_f4_saved_commands_hide_the_secret_seed():
+    from ldpfast.methods._common import public_command
+
+    cmd = public_command("ldpfast reproduce lpgnn", ["--quick", "--seed", "987654321", "--runs", "2"])
+    assert "987654321" not in cmd and cmd.endswith("--seed <secret> --runs 2")
+    assert "42" not in public_command("ldpfast reproduce rgnn", ["--seed=42"])
+
+
+def test_f4_method_fits_default_to_a_fresh_secret_seed():
+    """seed=None (the default) must not be a fixed, guessable seed."""
+    from ldpfast.methods import lpgnn
+
+    data = _graph(200, 12, 16)
+    data.x = data.x.float()
+    a = lpgnn.fit(data, 1.0, 1.0, epochs=1, patience=1)
+    b = lpgnn.fit(data, 1.0, 1.0, epochs=1, patience=1)
+    c = lpgnn.fit(data, 1.0, 1.0, epochs=1, patience=1, seed=7)
+    d = lpgnn.fit(data, 1.0, 1.0, epochs=1, patience=1, seed=7)
+    assert c.accuracy == d.accuracy  # a kept seed reproduces
+    assert a.settings["split"] == b.settings["split"]
+    # fresh seeds -> different random splits, so different test sets (almost surely)
+    assert (a.accuracy, a.val_loss) != (b.accuracy, b.val_loss)

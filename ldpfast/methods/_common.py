@@ -8,12 +8,43 @@ import statistics
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .._checks import check_real
 
 BACKBONES = ("gcn", "sage", "gat")
+
+
+def sub_seed(seed: int, *key: int) -> int:
+    """A 63-bit seed for one part of a pipeline, derived from ``(seed, *key)`` (NumPy
+    SeedSequence): the split, each randomiser and the model each get their own."""
+    s = np.random.SeedSequence([int(seed) & (2**64 - 1), *[int(k) for k in key]])
+    a, b = s.generate_state(2, dtype=np.uint32)
+    return int((int(a) << 31) ^ int(b)) & (2**63 - 1)
+
+
+SECRET_SEED_HELP = ("secret seed of the randomisers, in [0, 2**64): keep it to reproduce the "
+                    "run; it is never written to the results (it would rebuild the noise). "
+                    "Default: drawn from the OS")
+
+
+def public_command(prog: str, argv) -> str:
+    """The command line as saved with results: the value of ``--seed`` is never recorded."""
+    out, skip = [], False
+    for tok in list(argv or []):
+        if skip:
+            out.append("<secret>")
+            skip = False
+        elif tok == "--seed":
+            out.append(tok)
+            skip = True
+        elif tok.startswith("--seed="):
+            out.append("--seed=<secret>")
+        else:
+            out.append(tok)
+    return " ".join([prog, *out])
 
 
 def random_split(n: int, seed: int, train: float = 0.5, val: float = 0.25):

@@ -61,7 +61,16 @@ import torch.nn.functional as F
 
 from .._checks import check_eps, check_int, check_prob, check_real
 from ..graph import CSR, to_csr
-from ._common import fmt_eps, mean_std, save_figure, save_json
+from ..rng import resolve_seed
+from ._common import (
+    SECRET_SEED_HELP,
+    fmt_eps,
+    mean_std,
+    public_command,
+    save_figure,
+    save_json,
+    sub_seed,
+)
 
 METHODS = ("dprr", "rr", "locallap", "nonpriv_full", "nonpriv_part")
 MODELS = ("gin", "gcn", "sage")
@@ -78,13 +87,6 @@ _DISCUSSION = (3.2, 3.2, None)  # discussion thread: denser, more even degrees
 # --------------------------------------------------------------------------------------------
 # data
 # --------------------------------------------------------------------------------------------
-def _sub_seed(seed: int, *key: int) -> int:
-    """A 63-bit seed derived from ``(seed, *key)`` (NumPy SeedSequence)."""
-    s = np.random.SeedSequence([int(seed) & (2**64 - 1), *[int(k) for k in key]])
-    a, b = s.generate_state(2, dtype=np.uint32)
-    return int((int(a) << 31) ^ int(b)) & (2**63 - 1)
-
-
 def synthetic_graph_classification(num_graphs: int = 200, classes: int = 2,
                                    nodes: tuple[int, int] = (100, 400), seed: int = 0) -> list:
     """Offline, unattributed graph-classification dataset whose classes differ in structure.
@@ -130,7 +132,7 @@ def synthetic_graph_classification(num_graphs: int = 200, classes: int = 2,
 
     classes = check_int("classes", classes, lo=2)
     num_graphs = check_int("num_graphs", num_graphs, lo=2 * classes)
-    seed = check_int("seed", seed, lo=0)
+    seed = resolve_seed(seed)
     if not (isinstance(nodes, (tuple, list)) and len(nodes) == 2):
         raise TypeError(f"nodes: expected a (lo, hi) pair of ints, got {nodes!r}")
     lo = check_int("nodes", nodes[0], lo=20)
@@ -149,7 +151,7 @@ def synthetic_graph_classification(num_graphs: int = 200, classes: int = 2,
         cap = (1 - t) * cap_qa + t * cap_default
         cap = min(max(cap, avg * 1.01), n - 1)
         g = synthetic(n, avg, num_classes=1, homophily=1.0, degree_exponent=gamma, max_degree=cap,
-                      seed=_sub_seed(seed, 1, k))
+                      seed=sub_seed(seed, 1, k))
         d = Data(edge_index=g.edge_index, y=torch.tensor([c], dtype=torch.int64), num_nodes=n)
         d.csr = g.csr if isinstance(getattr(g, "csr", None), CSR) else to_csr(g.edge_index, n, symmetrize=True)
         out.append(d)
@@ -241,7 +243,8 @@ def expected_rr_edges(graphs, eps: float, public_fraction: float = 0.0) -> float
     return tot
 
 
-def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: float = 0.0, seed: int = 0,
+def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: float = 0.0,
+                      seed: int | None = None,
                       *, features: str = "constant", n_max: int | None = None, eps1: float | None = None,
                       rr_max_edges: int = 50_000_000) -> RandomizedDataset:
     """Randomise every graph of a dataset user by user (paper sections IV-A and V-A).
@@ -260,8 +263,9 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
         The paper's ``alpha`` in [0, 1): fraction of non-private users per graph
         (``round(alpha n)`` chosen at random, at least one if ``alpha > 0``).  ``0`` is the
         common setting; NonPriv-Part needs ``alpha > 0``.
-    seed : int
-        Seed; graph ``k`` uses an independent stream derived from ``(seed, k)``.
+    seed : int, optional
+        Secret seed (``None``: from the OS; never recorded); graph ``k`` uses an independent
+        stream derived from ``(seed, k)``.
     features : {"constant", "degree"}
         Initial node features (module docstring).
     n_max : int, optional
@@ -291,7 +295,7 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
     method = _check_method(method)
     eps = check_eps("eps", eps)
     public_fraction = check_prob("public_fraction", public_fraction, open_high=True)
-    seed = check_int("seed", seed, lo=0)
+    seed = resolve_seed(seed)
     if features not in FEATURES:
         raise ValueError(f"features: expected one of {FEATURES}, got {features!r}")
     rr_max_edges = check_int("rr_max_edges", rr_max_edges, lo=0)
@@ -317,7 +321,7 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
         csr = _csr(g)
         rng = np.random.default_rng([seed, 7, k])
         pub = _public_mask(n, public_fraction, rng) if public_fraction > 0 else None
-        s = _sub_seed(seed, 2, k)
+        s = sub_seed(seed, 2, k)
         keep_nodes = None
         if method == "nonpriv_full" or n < 2:
             ei = _csr_edge_index(csr)
@@ -513,7 +517,7 @@ def _train_eval(graphs, classes: int, model: str, seed: int, split, epochs: int,
 def fit(graphs, method: str = "dprr", eps: float = 1.0, *, model: str = "gin", public_fraction: float = 0.0,
         runs: int = 3, split: tuple[float, float] = (0.75, 0.10), epochs: int = 60, hidden: int = 32,
         num_layers: int = 5, lr: float = 0.01, dropout: float = 0.5, batch_size: int = 64,
-        features: str = "constant", eps1: float | None = None, seed: int = 0,
+        features: str = "constant", eps1: float | None = None, seed: int | None = None,
         rr_max_edges: int = 50_000_000, threads: int | None = None) -> DPRRReport:
     """Randomise a graph-classification dataset and train a GNN on it (paper section V).
 
@@ -537,7 +541,9 @@ def fit(graphs, method: str = "dprr", eps: float = 1.0, *, model: str = "gin", p
     hidden, num_layers, lr, dropout, batch_size : model and optimiser settings (paper grid:
         layers {2..5}, hidden {16..128}, lr {1e-4, 1e-3, 1e-2}, dropout {0, 0.5}, batch 64).
     features, eps1, rr_max_edges : see :func:`randomize_dataset`.
-    seed : int
+    seed : int, optional
+        Secret seed of the randomisers, splits and models (``None``: from the OS); never
+        recorded in the report.
     threads : int, optional
         Torch intra-op threads during training (restored afterwards).  The graphs are tiny,
         so 1 thread is usually fastest, and much faster on a loaded machine; default: leave
@@ -560,7 +566,7 @@ def fit(graphs, method: str = "dprr", eps: float = 1.0, *, model: str = "gin", p
     batch_size = check_int("batch_size", batch_size, lo=2)
     lr = check_real("lr", lr, lo=0.0)
     dropout = check_prob("dropout", dropout, open_high=True)
-    seed = check_int("seed", seed, lo=0)
+    seed = resolve_seed(seed)
     if not (isinstance(split, (tuple, list)) and len(split) == 2):
         raise TypeError(f"split: expected (train, val) fractions, got {split!r}")
     tr_f = check_real("split", split[0], 0.0, 1.0)
@@ -587,11 +593,11 @@ def _fit(graphs, method, eps, model, public_fraction, runs, split, epochs, hidde
     t0 = time.perf_counter()
     t_rand = 0.0
     for r in range(runs):
-        rd = randomize_dataset(graphs, method, eps, public_fraction, seed=_sub_seed(seed, 3, r) >> 1,
+        rd = randomize_dataset(graphs, method, eps, public_fraction, seed=sub_seed(seed, 3, r) >> 1,
                                features=features, eps1=eps1, rr_max_edges=rr_max_edges)
         t_rand += rd.stats["randomize_s"]
         privacy, stats = rd.privacy, rd.stats
-        acc, va, ep = _train_eval(rd.graphs, classes, model, seed + r, (tr_f, va_f), epochs, hidden,
+        acc, va, ep = _train_eval(rd.graphs, classes, model, sub_seed(seed, 4, r), (tr_f, va_f), epochs, hidden,
                                   num_layers, lr, dropout, batch_size)
         accs.append(acc)
         vals.append(va)
@@ -608,7 +614,7 @@ def _fit(graphs, method, eps, model, public_fraction, runs, split, epochs, hidde
 # --------------------------------------------------------------------------------------------
 # degree preservation (Fig. 7)
 # --------------------------------------------------------------------------------------------
-def degree_preservation(graph, eps: float = 1.0, seed: int = 0, *, rr_max_edges: int = 50_000_000) -> dict:
+def degree_preservation(graph, eps: float = 1.0, seed: int | None = None, *, rr_max_edges: int = 50_000_000) -> dict:
     """Original vs noisy degree of every user for DPRR, RR and LocalLap (paper Fig. 7, left).
 
     The noisy degree is ``|a~_i|`` (DPRR, RR: the length of user ``i``'s noisy list) or the
@@ -622,7 +628,8 @@ def degree_preservation(graph, eps: float = 1.0, seed: int = 0, *, rr_max_edges:
     graph : torch_geometric.data.Data or ldpfast.graph.CSR
         One undirected graph.
     eps : float
-    seed : int
+    seed : int, optional
+        Secret seed (``None``: from the OS); never recorded.
 
     Returns
     -------
@@ -637,7 +644,7 @@ def degree_preservation(graph, eps: float = 1.0, seed: int = 0, *, rr_max_edges:
     from ..mechanisms.edges import dprr, expected_rr_output, local_laplace, rr_edges
 
     eps = check_eps("eps", eps)
-    seed = check_int("seed", seed, lo=0)
+    seed = resolve_seed(seed)
     if isinstance(graph, CSR):
         csr = graph
     elif hasattr(graph, "edge_index"):
@@ -646,8 +653,8 @@ def degree_preservation(graph, eps: float = 1.0, seed: int = 0, *, rr_max_edges:
         raise TypeError(f"graph: expected a torch_geometric Data or ldpfast.graph.CSR, got {type(graph).__name__}")
     n = csr.num_nodes
     deg = csr.degrees().numpy().astype(np.int64)
-    r_d = dprr(csr, eps, seed=_sub_seed(seed, 10))
-    r_l = local_laplace(csr, eps, seed=_sub_seed(seed, 11))
+    r_d = dprr(csr, eps, seed=sub_seed(seed, 10))
+    r_l = local_laplace(csr, eps, seed=sub_seed(seed, 11))
     sampled = expected_rr_output(csr, eps) > rr_max_edges
     if sampled:
         p = math.exp(eps) / (math.exp(eps) + 1.0)
@@ -655,7 +662,7 @@ def degree_preservation(graph, eps: float = 1.0, seed: int = 0, *, rr_max_edges:
         rr = rng.binomial(deg, p) + rng.binomial(n - 1 - deg, 1 - p)
         rr_eps = eps
     else:
-        r_r = rr_edges(csr, eps, seed=_sub_seed(seed, 12), max_output_edges=rr_max_edges)
+        r_r = rr_edges(csr, eps, seed=sub_seed(seed, 12), max_output_edges=rr_max_edges)
         rr = r_r.noisy_degrees.numpy()
         rr_eps = r_r.spent.eps
     out = {"n": n, "eps": eps, "degree": deg, "dprr": r_d.noisy_degrees.numpy().astype(np.int64),
@@ -750,13 +757,15 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                    help="nodes of the synthetic Fig. 7 graph (default 10000; 2000 with --quick)")
     p.add_argument("--no-facebook", action="store_true", help="skip the Fig. 7 plot on Facebook")
     p.add_argument("--root", default=None, help="dataset root for Facebook")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic graphs (public data)")
+    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (tiny graphs: 1)")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: 80 synthetic graphs of 80-250 nodes, 1 run, 25 epochs, eps {0.5, 1, 2}, "
                         "alpha {0, 0.2, 0.5}")
     p.add_argument("--out", default="results/dprr")
     a = p.parse_args(argv)
+    master = resolve_seed(a.seed)
     if (a.tu_folder is None) != (a.tu_name is None):
         p.error("--tu-folder and --tu-name go together")
     if a.quick:
@@ -769,7 +778,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         graphs = load_tu(a.tu_folder, a.tu_name)
         ds_name = a.tu_name
     else:
-        graphs = synthetic_graph_classification(a.graphs, a.classes, tuple(a.nodes), seed=a.seed)
+        graphs = synthetic_graph_classification(a.graphs, a.classes, tuple(a.nodes), seed=a.data_seed)
         ds_name = f"synthetic-{a.classes}class-{a.graphs}x{a.nodes[0]}-{a.nodes[1]}"
     n_max = max(int(g.num_nodes) for g in graphs)
     cells = [("eps", "nonpriv_full", math.inf, 0.0)]
@@ -790,7 +799,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                 continue
         try:
             rep = fit(graphs, m, 1.0 if math.isinf(e) else e, model=a.model, public_fraction=al, runs=a.runs,
-                      epochs=a.epochs, seed=a.seed, rr_max_edges=max(a.rr_max_edges, 1),
+                      epochs=a.epochs, seed=sub_seed(master, 1), rr_max_edges=max(a.rr_max_edges, 1),
                       threads=a.threads)
         except ValueError as exc:
             row.update(skipped=str(exc))
@@ -840,9 +849,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     n_syn = a.degree_nodes or (2000 if a.quick else 10000)
     deg_graphs.append((f"synthetic-n{n_syn}", synthetic(n_syn, 20.0, num_classes=1, homophily=1.0,
-                                                        degree_exponent=2.5, seed=a.seed)))
+                                                        degree_exponent=2.5, seed=a.data_seed)))
     for name, g in tqdm(deg_graphs, desc="fig7"):
-        res = degree_preservation(g, 1.0, seed=a.seed, rr_max_edges=a.rr_max_edges)
+        res = degree_preservation(g, 1.0, seed=sub_seed(master, 2), rr_max_edges=a.rr_max_edges)
         path = plot_degree_preservation(res, out / f"dprr_degrees_{name}.png",
                                         f"{name}: original vs noisy degree, eps = 1 (paper Fig. 7)")
         figs.append(path.name)
@@ -867,7 +876,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                 "densifies, LocalLap flattens them.")]
     (out / "dprr.md").parent.mkdir(parents=True, exist_ok=True)
     (out / "dprr.md").write_text("\n".join(md) + "\n")
-    save_json(out / "dprr.json", {"command": "ldpfast reproduce dprr " + " ".join(argv or []), "dataset": ds_name,
+    save_json(out / "dprr.json", {"command": public_command("ldpfast reproduce dprr", argv), "dataset": ds_name,
                                   "n_max": n_max, "graphs": len(graphs), "rows": rows, "degrees": deg_rows,
                                   "notes": notes, "settings": vars(a)})
     # Fig. 5 (vs eps) and Fig. 4 (vs alpha) plots

@@ -39,15 +39,19 @@ from .. import ops
 from .._checks import check_int, check_real
 from ..graph import csr_of
 from ..privacy import Ledger
+from ..rng import resolve_seed
 from ._common import (
+    SECRET_SEED_HELP,
     Backbone,
     fmt_eps,
     graph_input,
     mean_std,
     plot_curves,
+    public_command,
     quiet_sparse_csr,
     random_split,
     save_json,
+    sub_seed,
 )
 
 INF = math.inf
@@ -169,7 +173,7 @@ class FactoredSAGEInput:
 def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | None = None,
         k_y: int | None = None, lr: float | None = None, weight_decay: float | None = None,
         dropout: float | None = None, hidden: int = 16, epochs: int = 500, patience: int = 100,
-        training: str = "drop", m: int | None = None, seed: int = 0,
+        training: str = "drop", m: int | None = None, seed: int | None = None,
         split: tuple[float, float] = (0.5, 0.25), dataset: str | None = None,
         factored: bool = True) -> LPGNNReport:
     """Train LPGNN (Algorithm 3) on a PyG ``Data`` and report test accuracy and privacy.
@@ -192,8 +196,10 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
         ``y'`` (the baselines of Table 4).
     m : int, optional
         Multi-bit sampled dimensions (default: the optimum m*, eq. 6).
-    seed : int
-        Seeds the split, the mechanisms and the model initialisation.
+    seed : int, optional
+        Secret seed in ``[0, 2**64)``; the split, both randomisers and the model
+        initialisation get independent seeds derived from it.  ``None`` (default) draws one
+        from the OS.  Never recorded in the report.
     factored : bool
         For GraphSAGE, compute the first layer through :class:`FactoredSAGEInput` (same
         function, far cheaper on wide features); ``False`` materialises ``h`` densely.
@@ -217,7 +223,8 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     n = data.num_nodes
     c = int(data.y.max()) + 1
     csr = csr_of(data)
-    train_mask, val_mask, test_mask = random_split(n, seed, *split)
+    seed = resolve_seed(seed)
+    train_mask, val_mask, test_mask = random_split(n, sub_seed(seed, 1), *split)
     labelled = train_mask | val_mask
     ledger = Ledger()
 
@@ -228,7 +235,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     factored = factored and model == "sage"
     scale, shift = 1.0, 0.0  # x' = scale * x + shift (factored path)
     if math.isfinite(eps_x):
-        x_star, spent = multibit_encode(x, eps_x, m, 0.0, 1.0, seed=seed * 2 + 11)
+        x_star, spent = multibit_encode(x, eps_x, m, 0.0, 1.0, seed=sub_seed(seed, 2))
         ledger.add(spent)
         if factored:  # eq. (4) kept as (scale, shift) on the sparse x*
             x, scale, shift = x_star, multibit_scale(eps_x, spent.params["m"], x.size(1),
@@ -237,7 +244,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
             x = multibit_rectify(x_star, eps_x, spent.params["m"], 0.0, 1.0)
     y_noisy = data.y.clone()
     if math.isfinite(eps_y):
-        y_noisy, spent = rr_labels(data.y, c, eps_y, seed=seed * 2 + 12, mask=labelled)
+        y_noisy, spent = rr_labels(data.y, c, eps_y, seed=sub_seed(seed, 3), mask=labelled)
         ledger.add(spent)
     t_mech = time.perf_counter() - t0
 
@@ -255,7 +262,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     P = rr_transition(c, eps_y)
     acc_star = 1.0 if math.isinf(eps_y) else math.exp(eps_y) / (math.exp(eps_y) + c - 1)
 
-    torch.manual_seed(seed)
+    torch.manual_seed(sub_seed(seed, 4))
     net = Backbone(model, x.size(1), hidden, c, hp["dropout"])
 
     def logits():
@@ -409,14 +416,16 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true", help="keep finished cells of --out")
     p.add_argument("--root", default=None)
     p.add_argument("--out", default="results/lpgnn")
+    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
     a = p.parse_args(argv)
+    master = resolve_seed(a.seed)
     a.datasets = a.datasets or (["cora"] if a.quick else ["cora", "citeseer", "facebook"])
     a.runs = a.runs or (2 if a.quick else 5)
     a.epochs = a.epochs or (100 if a.quick else 500)
     check_int("runs", a.runs, 1)
     check_int("epochs", a.epochs, 1)
     out = Path(a.out)
-    command = "ldpfast reproduce lpgnn " + " ".join(argv or [])
+    command = public_command("ldpfast reproduce lpgnn", argv)
     rows, commands = [], [command]
     if a.resume and (out / "lpgnn.json").exists():
         prev = json.loads((out / "lpgnn.json").read_text())
@@ -439,7 +448,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
             cache[ds] = raw
         accs, per_run = [], []
         for r in range(a.runs):
-            rep = _run_cell(cell, cache[ds], r, a.epochs)
+            rep = _run_cell(cell, cache[ds], sub_seed(master, r), a.epochs)
             accs.append(rep.accuracy)
             per_run.append({"epoch": rep.epoch, "time_s": round(rep.timings["total_s"], 2),
                             "drop_rule_fallback": rep.settings["drop_rule_fallback"]})

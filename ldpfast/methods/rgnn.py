@@ -64,7 +64,19 @@ from .._checks import check_eps, check_int, check_real, check_tensor
 from ..graph import CSR, csr_of
 from ..privacy import Ledger
 from ..privacy.ldp import grr_fs_epsilon, grr_probs
-from ._common import BACKBONES, Backbone, fmt_eps, graph_input, mean_std, random_split, save_json
+from ..rng import resolve_seed
+from ._common import (
+    BACKBONES,
+    SECRET_SEED_HELP,
+    Backbone,
+    fmt_eps,
+    graph_input,
+    mean_std,
+    public_command,
+    random_split,
+    save_json,
+    sub_seed,
+)
 
 __all__ = ["DEFAULTS", "PAPER_TABLE2", "VARIANTS", "RGNNReport", "bag_proportions",
            "encode_reports", "fit", "llp_loss", "metis_bags", "reconstruct_features",
@@ -571,7 +583,7 @@ def _categorical_features(data, group_size, domain, dataset):
 def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int = 4,
         C: int = 16, alpha: float = 1.0, model: str = "sage", group_size: int | None = None,
         variant: str = "rgnn", lr: float = 0.01, weight_decay: float = 0.0,
-        dropout: float = 0.5, hidden: int = 16, epochs: int = 100, seed: int = 0,
+        dropout: float = 0.5, hidden: int = 16, epochs: int = 100, seed: int | None = None,
         split: tuple[float, float] = (0.5, 0.25), dataset: str | None = None, domain=None,
         bags: torch.Tensor | None = None, llp_direction: str = "paper") -> RGNNReport:
     """Train RGNN (Algorithm 3) or one of its variants and report accuracy and privacy.
@@ -603,9 +615,11 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
         ``y'``); without feature reconstruction (train on ``x'``); or the Table II
         baseline (``x'``, ``y'``, no LLP).
     lr, weight_decay, dropout, hidden, epochs : training (Adam), see :data:`DEFAULTS`.
-    seed : int
-        Seeds the split, both randomisers, METIS and the model initialisation.  All variants
-        see the same perturbed data for the same seed.
+    seed : int, optional
+        Secret seed in ``[0, 2**64)``: the split, both randomisers, METIS and the model
+        initialisation get independent seeds derived from it.  All variants see the same
+        perturbed data for the same seed.  ``None`` (default) draws one from the OS.  Never
+        recorded in the report.
     split : (train, val)
         Fractions (paper: 50/25/25).
     dataset : str, optional
@@ -642,7 +656,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     dropout = check_real("dropout", dropout, 0.0, 1.0)
     hidden = check_int("hidden", hidden, 1)
     epochs = check_int("epochs", epochs, 1)
-    seed = check_int("seed", seed, 0, 2**31 - 1)
+    seed = resolve_seed(seed)
     t0 = time.perf_counter()
     timings: dict = {}
     dataset = dataset or getattr(data, "name", None) or "custom"
@@ -658,19 +672,19 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     d = x_int.shape[1]
     m = check_int("m", m, 1, d)
     gam = _domain(dom, d)
-    train_mask, val_mask, test_mask = random_split(n, seed, *split)
+    train_mask, val_mask, test_mask = random_split(n, sub_seed(seed, 1), *split)
     labelled = train_mask | val_mask
     ledger = Ledger()
 
     # lines 1-2: node side
     if math.isfinite(eps_x):
-        x_rep, spent = grr_fs(x_int, dom, eps_x, m, seed=seed * 2 + 1001)
+        x_rep, spent = grr_fs(x_int, dom, eps_x, m, seed=sub_seed(seed, 2))
         ledger.add(spent)
     else:
         x_rep = x_int
     y = data.y.to(torch.int64)
     if math.isfinite(eps_y):
-        y_rep, spent = rr_labels(y, c, eps_y, seed=seed * 2 + 1002, mask=labelled)
+        y_rep, spent = rr_labels(y, c, eps_y, seed=sub_seed(seed, 3), mask=labelled)
         ledger.add(spent)
     else:
         y_rep = y.clone()
@@ -680,7 +694,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     use_llp = variant not in ("no_llp", "graphsage_perturbed") and alpha > 0
     if use_llp:
         if bags is None:
-            bags = metis_bags(csr, C, seed, timings=timings)
+            bags = metis_bags(csr, C, sub_seed(seed, 5) & 0x7FFFFFFF, timings=timings)
         elif bags.shape != (n,) or int(bags.max()) >= C:
             raise ValueError(f"bags: expected ({n},) bag ids in [0, C={C})")
 
@@ -705,7 +719,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
 
     # lines 9-15: training
     t2 = time.perf_counter()
-    torch.manual_seed(seed)
+    torch.manual_seed(sub_seed(seed, 4))
     net = Backbone(model, h.shape[1], hidden, c, dropout, act="relu")
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     ei = graph_input(data.edge_index, n, model)
@@ -949,6 +963,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true", help="keep finished cells of --out")
     p.add_argument("--root", default=None)
     p.add_argument("--out", default="results/rgnn")
+    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
     a = p.parse_args(argv)
     if a.quick:
         a.datasets, a.eps_x, a.eps_y = ["cora"], [1.0], [1.0]
@@ -958,7 +973,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     lp_runs = a.lpgnn_runs or a.runs
     torch.set_num_threads(max(1, a.threads))
     out = Path(a.out)
-    args_line = "ldpfast reproduce rgnn " + " ".join(argv or [])
+    args_line = public_command("ldpfast reproduce rgnn", argv)
+    master = resolve_seed(a.seed)
     rows: list[dict] = []
     commands = [args_line]
     if a.resume and (out / "rgnn.json").exists():
@@ -990,8 +1006,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     lp_budget = ("m*eps_x (same exact total as RGNN)" if a.lpgnn_eps == "exact"
                  else "eps_X of Theorem 1")
     notes = [
-        ("runs: the 'runs' column of each row (seeds 0..runs-1); a random 50/25/25 split "
-         "per seed, shared by all methods"),
+        ("runs: the 'runs' column of each row (run r uses a seed derived from the secret "
+         "--seed, which is not recorded); a random 50/25/25 split per run, shared by all "
+         "methods"),
         f"epochs: {a.epochs}; backbone GraphSAGE, 2 layers, 16 hidden, ReLU + dropout",
         (f"RGNN: m={a.m}, C={a.C}, alpha={a.alpha}, lr={a.lr}, weight decay={a.weight_decay}, "
          f"dropout={a.dropout}; (K_x, K_y) per dataset: {k_desc}"),
@@ -1025,7 +1042,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
             if meth == "lpgnn":
                 eps_lp = a.m * ex if a.lpgnn_eps == "exact" else thm1
                 rep = lpgnn.fit(data, eps_lp, ey, m=a.m, k_x=kx, k_y=ky, epochs=a.epochs,
-                                patience=a.epochs, seed=r, dataset=ds)
+                                patience=a.epochs, seed=sub_seed(master, r), dataset=ds)
                 extra.append({"lpgnn_eps_x": eps_lp, "epoch": rep.epoch,
                               "time_s": rep.timings.get("total_s")})
             else:
@@ -1036,7 +1053,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                 variant = "graphsage_perturbed" if meth == "graphsage" else meth
                 rep = fit(data, ex, ey, m=a.m, k_x=kx, k_y=ky, C=a.C, alpha=a.alpha,
                           variant=variant, group_size=1, lr=a.lr, weight_decay=a.weight_decay,
-                          dropout=a.dropout, epochs=a.epochs, seed=r, dataset=ds, bags=bags)
+                          dropout=a.dropout, epochs=a.epochs, seed=sub_seed(master, r), dataset=ds,
+                          bags=bags)
                 extra.append({"epoch": rep.epoch, "val_score": rep.val_score,
                               "metis_s": metis_s, "time_s": rep.timings["total_s"],
                               **rep.reconstruction})
