@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ldpfast
-from benchmarks.harness import add_ratios, time_call, write_report
+from benchmarks.harness import add_ratios, building, require_backend, time_call, write_report
 from ldpfast.graph import CSR
 from ldpfast.mechanisms import edges as E
 
@@ -45,13 +45,14 @@ def csr_bytes(csr: CSR) -> int:
 def load_graph(preset: str) -> tuple[CSR, str]:
     from ldpfast.datasets import orkut_like, synthetic
 
-    t0 = time.perf_counter()
     if preset == "orkut":
-        data = orkut_like(seed=0)
         name = "orkut_like(seed=0)"
+        t0 = building("bench_dprr", name)
+        data = orkut_like(seed=0)
     else:
-        data = synthetic(200_000, avg_degree=2 * ORKUT_E / ORKUT_N, seed=0)
         name = "synthetic(200000, avg_degree=76.3, seed=0)"
+        t0 = building("bench_dprr", name)
+        data = synthetic(200_000, avg_degree=2 * ORKUT_E / ORKUT_N, seed=0)
     csr = data.csr if isinstance(getattr(data, "csr", None), CSR) else ldpfast.graph.csr_of(data)
     del data
     gc.collect()
@@ -135,6 +136,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="results")
     args = ap.parse_args(argv)
     command = "python benchmarks/bench_dprr.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    require_backend("bench_dprr", "cpp")
 
     ldpfast.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)

@@ -33,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.harness import (
     add_ratios,
+    building,
     current_peak_rss_mib,
     current_rss_mib,
     time_call,
@@ -50,6 +51,7 @@ def load_graph(name: str, root=None):
         try:
             from ldpfast.datasets import synthetic
 
+            building("bench_heterpoisson", "synthetic(1000000, 128 features)")
             return synthetic(1_000_000, 15.0, num_classes=4, num_features=128, feature_kind="continuous", seed=0)
         except Exception as exc:  # noqa: BLE001 - fall back to a random graph
             print(f"synthetic generator unavailable ({type(exc).__name__}: {exc}); using a random graph")
@@ -167,7 +169,7 @@ def bench_orkut_step(rows, seed=0):
     from ldpfast.methods.heterpoisson import build_model
     from ldpfast.sampling import HeterPoisson
 
-    t0 = time.perf_counter()
+    t0 = building("bench_heterpoisson", f"orkut_like(seed={seed}, num_features=128)")
     data = orkut_like(seed=seed, num_features=128)
     t_gen = time.perf_counter() - t0
     print(f"orkut_like generated in {t_gen:.1f}s, rss {current_rss_mib():.0f} MiB")

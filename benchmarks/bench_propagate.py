@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.harness import add_ratios, time_call, write_report
+from benchmarks.harness import add_ratios, building, time_call, write_report
 from ldpfast import ops
 from ldpfast.graph import to_csr
 
@@ -53,6 +53,7 @@ def main(argv=None):
     if a.orkut:
         from ldpfast.datasets import orkut_like
 
+        building("bench_propagate", "orkut_like(seed=0)")
         csr = orkut_like(seed=0).csr
         name = "orkut_like"
     else:

@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ldpfast
-from benchmarks.harness import add_ratios, time_call, write_report
+from benchmarks.harness import add_ratios, building, time_call, write_report
 from ldpfast.graph import CSR, csr_of
 from ldpfast.mechanisms import grr_fs, rr_labels
 from ldpfast.methods import rgnn
@@ -52,14 +52,15 @@ MIB = 2.0**20
 def load_graph(preset: str):
     from ldpfast.datasets import orkut_like, synthetic
 
-    t0 = time.perf_counter()
     if preset == "orkut":
-        data = orkut_like(seed=0)
         name = "orkut_like(seed=0)"
+        t0 = building("bench_rgnn", name)
+        data = orkut_like(seed=0)
     else:
+        name = "synthetic(100000, avg_degree=76.3, seed=0)"
+        t0 = building("bench_rgnn", name)
         data = synthetic(100_000, avg_degree=2 * ORKUT_E / ORKUT_N, num_classes=2, seed=0,
                          edge_index=False)
-        name = "synthetic(100000, avg_degree=76.3, seed=0)"
     csr = data.csr if isinstance(getattr(data, "csr", None), CSR) else csr_of(data)
     y = data.y
     del data

@@ -55,6 +55,10 @@ def run(preset: str, threads: int | None, backend: str | None, num_features: int
     kwargs = dict(spec["kwargs"], backend=backend, num_features=num_features)
     rss_before = _rss_kib()
     timings: dict = {}
+    from ldpfast import _backend
+
+    print(f"[bench_synthetic] building preset {preset!r} ({spec['kind']}, "
+          f"{_backend.resolve('cpu', backend)} backend) ...", flush=True)
     t0 = time.perf_counter()
     if spec["kind"] == "orkut_like":
         data = orkut_like(timings=timings, **kwargs)

@@ -56,6 +56,30 @@ def current_rss_mib() -> float:
     return float("nan")
 
 
+def require_backend(script: str, name: str = "cpp") -> None:
+    """Stop at once, naming the reason and the fix, when the kernels this benchmark measures
+    cannot be imported (rather than after minutes of preparation)."""
+    import ldpfast
+    from ldpfast import _backend
+
+    why = _backend.available()[name]
+    if why is not None:
+        raise SystemExit(
+            f"[{script}] this benchmark measures the {name!r} backend, which is not available "
+            f"in the ldpfast imported from {Path(ldpfast.__file__).parent}: {why}\n"
+            "Install the checkout with the README's command (pip install -e ., which builds "
+            "ldpfast._C in place) and run the benchmark from the checkout again.")
+
+
+def building(script: str, what: str, backend: str | None = None) -> float:
+    """Say which long preparation step starts, on which backend; returns its start time."""
+    from ldpfast import _backend
+
+    be = _backend.resolve("cpu", backend)
+    print(f"[{script}] building {what} ({be} backend) ...", flush=True)
+    return time.perf_counter()
+
+
 def time_call(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> dict:
     """Run ``fn`` ``warmup`` times untimed, then ``repeat`` times timed.
 

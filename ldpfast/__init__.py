@@ -3,7 +3,7 @@
 Sub-modules: :mod:`ldpfast.rng` (counter-based randomness), :mod:`ldpfast.graph` (CSR
 helpers), :mod:`ldpfast.datasets` (offline loaders, synthetic graphs),
 :mod:`ldpfast.mechanisms`, :mod:`ldpfast.transforms`, :mod:`ldpfast.privacy`,
-:mod:`ldpfast.methods`.
+:mod:`ldpfast.methods` (each imported on first attribute access).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ._backend import available as available_backends  # noqa: F401
 from ._backend import get_num_threads, set_num_threads  # noqa: F401
 
 _LAZY = ("rng", "graph", "datasets", "mechanisms", "transforms", "privacy", "estimation",
-         "methods", "nn", "ops", "sampling", "cli")
+         "methods", "nn", "ops", "sampling", "dpsgd", "audit", "cli", "demo")
 
 
 def __getattr__(name):
@@ -23,3 +23,7 @@ def __getattr__(name):
     if name in _LAZY:
         return importlib.import_module(f"ldpfast.{name}")
     raise AttributeError(f"module 'ldpfast' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

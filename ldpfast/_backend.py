@@ -15,11 +15,18 @@ The choice is per call: an explicit ``backend=`` argument wins, then the environ
 variable ``LDPFAST_BACKEND`` (``cpp``, ``numba``, ``cuda`` or ``auto``), then the device of
 the input.  Asking for a backend that is not available raises :class:`BackendUnavailable`
 with the reason.  All backends give bit-identical results for the same seed.
+
+When the automatic choice for CPU tensors falls back to Numba because ``ldpfast._C`` cannot
+be imported (e.g. a source tree that was never built), a :class:`BackendFallbackWarning`
+says so once per process, with the reason: Numba compiles each kernel on first use, which
+takes seconds to minutes, and the C++ kernels are faster.  ``LDPFAST_BACKEND=numba`` (or
+``backend="numba"``) asks for Numba explicitly and is silent.
 """
 from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from types import ModuleType
 
 BACKENDS = ("cpp", "cuda", "numba")
@@ -28,6 +35,26 @@ _cache: dict[str, ModuleType | Exception] = {}
 
 class BackendUnavailable(RuntimeError):
     """The requested backend cannot run here (the message says why)."""
+
+
+class BackendFallbackWarning(RuntimeWarning):
+    """The automatic backend choice fell back to Numba (the message says why)."""
+
+
+_warned_fallback = False
+
+
+def _warn_fallback(reason: Exception) -> None:
+    global _warned_fallback
+    if _warned_fallback:
+        return
+    _warned_fallback = True
+    warnings.warn(
+        f"ldpfast: the C++ backend is unavailable ({type(reason).__name__}: {reason}); "
+        "falling back to the Numba kernels, which compile on first use (slow the first "
+        "time) and run slower. Install the package with the README's command (it builds "
+        "ldpfast._C), or set LDPFAST_BACKEND=numba to choose Numba and silence this.",
+        BackendFallbackWarning, stacklevel=3)
 
 
 def _load(name: str) -> ModuleType | Exception:
@@ -66,7 +93,12 @@ def resolve(device: str = "cpu", backend: str | None = None) -> str:
         if device == "cuda":
             backend = "cuda"
         else:
-            backend = "cpp" if isinstance(_load("cpp"), ModuleType) else "numba"
+            cpp = _load("cpp")
+            if isinstance(cpp, ModuleType):
+                backend = "cpp"
+            else:
+                backend = "numba"
+                _warn_fallback(cpp)
     if device == "cuda" and backend != "cuda":
         raise BackendUnavailable(f"backend {backend!r} cannot run on CUDA tensors; move them to CPU")
     if device != "cuda" and backend == "cuda":

@@ -3,10 +3,12 @@
 Commands
 --------
 ``info``
-    Live backends (and why the others are not), thread count, versions, data root.
+    Live backends (and why the others are not), thread count, versions, where datasets are
+    searched, the cache folder.
 ``demo``
-    Cora with locally private features and labels, a 2-layer GraphSAGE, accuracy and the
-    privacy spent (about a minute on 2 cores).
+    Cora (embedded in the package: no data folder, no network) with locally private
+    features and labels, a 2-layer GraphSAGE, accuracy and the privacy spent (about a
+    minute on 2 cores).
 ``bench NAME [args]``
     Runs ``benchmarks/bench_NAME.py`` from the source checkout (``--list`` lists them).
 ``reproduce METHOD``
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import runpy
 import sys
 import time
@@ -41,7 +44,8 @@ def _versions() -> dict:
 def cmd_info(args) -> int:
     import ldpfast
     from ldpfast import _backend
-    from ldpfast.datasets import default_root
+    from ldpfast._paths import cache_dir
+    from ldpfast.datasets import default_root, search_roots
 
     info = {
         "ldpfast": ldpfast.__version__,
@@ -51,6 +55,10 @@ def cmd_info(args) -> int:
         "threads": _backend.get_num_threads(),
         "versions": _versions(),
         "data_root": str(default_root()) if default_root() else None,
+        "data_search": ["embedded cora"] + [f"{p} ({origin})" for p, origin in search_roots()],
+        "cache": str(cache_dir()),
+        # set when the Numba kernels are imported (by available() above)
+        "numba_cache": os.environ.get("NUMBA_CACHE_DIR"),
     }
     so = Path(ldpfast.__file__).parent.glob("_C*.so")
     info["extension"] = [str(p) for p in so]
@@ -63,6 +71,8 @@ def cmd_info(args) -> int:
         print(f"  default CPU backend: {info['default_cpu_backend']}")
         print(f"  threads: {info['threads']}")
         print(f"  data root: {info['data_root']}")
+        print("  datasets searched in: " + "; ".join(info["data_search"]))
+        print(f"  cache: {info['cache']} (numba: {info['numba_cache']})")
         print("  versions: " + ", ".join(f"{k}={v}" for k, v in info["versions"].items()))
     return 0
 
@@ -133,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--eps-y", type=float, default=3.0, help="label budget (default 3)")
     pd.add_argument("--epochs", type=int, default=200)
     pd.add_argument("--seed", type=int, default=0)
-    pd.add_argument("--root", default=None, help="dataset root (default: LDPFAST_DATA or ../shared/datasets)")
+    pd.add_argument("--root", default=None,
+                    help="read Cora's raw Planetoid files from this data root (default: the "
+                         "copy embedded in the package)")
     pd.add_argument("--json", default=None, help="also save the report to this JSON file")
     pb = sub.add_parser("bench", help="run benchmarks/bench_NAME.py (extra args passed on)")
     pb.add_argument("name", nargs="?")

@@ -1,6 +1,42 @@
+"""Shared test set-up.
+
+Tests never use the network: ``LDPFAST_OFFLINE=1`` turns off dataset downloads (the
+download path is tested with mocks in test_datasets.py).  Cora is embedded in the package;
+tests that need another real dataset skip, with the reason, when it is not on disk
+(``../shared/datasets``, ``LDPFAST_DATA`` or the user cache): use :func:`load_or_skip` or
+:func:`require_datasets` (``from conftest import ...``).
+"""
+import os
+
+os.environ.setdefault("LDPFAST_OFFLINE", "1")
+
 import pytest
 
 import ldpfast
+
+
+def _missing_reason(name: str) -> str:
+    return (f"dataset {name!r} is not on this machine (not embedded; not found in "
+            "LDPFAST_DATA, ../shared/datasets or the user cache; tests do not download)")
+
+
+def load_or_skip(name: str, **kwargs):
+    """``ldpfast.datasets.load(name, **kwargs)`` without downloading, or skip the test."""
+    from ldpfast.datasets import load
+
+    try:
+        return load(name, download=False, **kwargs)
+    except FileNotFoundError:
+        pytest.skip(_missing_reason(name))
+
+
+def require_datasets(*names: str) -> None:
+    """Skip the test unless every named dataset can be read without a download."""
+    from ldpfast.datasets import locate
+
+    for name in names:
+        if locate(name) is None:
+            pytest.skip(_missing_reason(name))
 
 
 @pytest.fixture

@@ -77,3 +77,56 @@ def test_cli_unknown_bench():
         pytest.skip("no source checkout")
     r = _cli("bench", "nope", cwd=REPO)
     assert r.returncode == 2 and "unknown benchmark" in r.stderr
+
+
+# ----------------------------------------------------------------------------- fallback warning
+
+def test_auto_fallback_to_numba_warns_once_with_reason(monkeypatch):
+    monkeypatch.setitem(_backend._cache, "cpp", ImportError("no module named ldpfast._C"))
+    monkeypatch.setattr(_backend, "_warned_fallback", False)
+    monkeypatch.delenv("LDPFAST_BACKEND", raising=False)
+    with pytest.warns(_backend.BackendFallbackWarning, match="no module named ldpfast._C"):
+        assert _backend.resolve("cpu") == "numba"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _backend.resolve("cpu") == "numba"  # once per process
+        monkeypatch.setattr(_backend, "_warned_fallback", False)
+        assert _backend.resolve("cpu", "numba") == "numba"  # asked for: silent
+        monkeypatch.setenv("LDPFAST_BACKEND", "numba")
+        assert _backend.resolve("cpu") == "numba"
+
+
+# ----------------------------------------------------------------------------- Numba cache
+
+_CACHE_PROBE = """
+import os, sys
+if sys.argv[1] == "numba-first":
+    import numba  # noqa: F401  (imported before ldpfast: its settings must be refreshed)
+from ldpfast._numba import graph
+import ldpfast
+fn = next(v for v in vars(graph).values() if hasattr(v, "_cache") and hasattr(v, "py_func"))
+print(os.environ["NUMBA_CACHE_DIR"])
+print(fn._cache._cache_path)
+print(os.path.dirname(ldpfast.__file__))
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "numba-first", "user-set"])
+def test_numba_cache_goes_to_the_user_cache(tmp_path, mode):
+    """Numba's cache=True files go under <user cache>/numba, never inside the package
+    (left-overs there outlive `pip uninstall` and shadow a later install)."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["LDPFAST_CACHE"] = str(tmp_path / "cache")
+    want = tmp_path / "cache" / "numba"
+    if mode == "user-set":
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
+        want = tmp_path / "mine"
+    r = subprocess.run([sys.executable, "-c", _CACHE_PROBE, mode], capture_output=True,
+                       text=True, env=env, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    env_dir, cache_path, pkg = r.stdout.splitlines()
+    assert Path(env_dir) == want
+    assert Path(cache_path).is_relative_to(want)
+    assert not Path(cache_path).is_relative_to(pkg)

@@ -1,16 +1,37 @@
-"""Offline dataset loaders: real-data statistics, root resolution, errors, TU format."""
+"""Dataset loaders: the embedded Cora, real-data statistics, where datasets are searched,
+the (mocked) PyG download, offline errors, GraphDataset, TU format.
+
+Real datasets other than Cora are read from ../shared/datasets (or LDPFAST_DATA) when present
+and skipped, with the reason, otherwise.  The download path cannot run here (no network):
+it is tested with stand-ins for PyG's dataset classes.
+"""
 from __future__ import annotations
 
 import os
+import shutil
+import urllib.error
+import warnings
+from typing import ClassVar
 
+import numpy as np
 import pytest
 import torch
+from conftest import load_or_skip
 from torch_geometric.utils import is_undirected
 
-from ldpfast.datasets import default_root, load, load_tu, loaders
+from ldpfast.datasets import (
+    GraphDataset,
+    cache_root,
+    default_root,
+    load,
+    load_tu,
+    loaders,
+    locate,
+    search_roots,
+)
+from ldpfast.datasets.embedded import CORA_PATH, load_cora
 
 ROOT = default_root()
-needs_data = pytest.mark.skipif(ROOT is None, reason="no offline data root (../shared/datasets)")
 
 # name -> (nodes, directed edges after cleaning, raw feature columns, classes)
 STATS = {
@@ -19,6 +40,7 @@ STATS = {
     "facebook": (22470, 341646, 4714, 4),
     "twitch-de": (9498, 306276, 3170, 2),
 }
+CORA_RAW = [f"ind.cora.{p}" for p in loaders._PLANETOID_PARTS]
 
 
 def _assert_clean(ei: torch.Tensor, n: int):
@@ -29,11 +51,33 @@ def _assert_clean(ei: torch.Tensor, n: int):
     assert torch.unique(key).numel() == key.numel(), "duplicate edges"
 
 
+# found before any test patches the search roots
+_CORA_RAW_ROOT = next((r for r, _ in search_roots()
+                       if all((r / "planetoid" / "Cora" / "raw" / f).is_file() for f in CORA_RAW)),
+                      None)
+
+
+def _cora_raw_root():
+    """A data root holding Cora's raw Planetoid files, or skip."""
+    if _CORA_RAW_ROOT is not None:
+        return _CORA_RAW_ROOT
+    pytest.skip("Cora's raw Planetoid files are not on this machine (LDPFAST_DATA or "
+                "../shared/datasets/planetoid/Cora/raw): cannot compare the embedded copy")
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """No LDPFAST_DATA, no ../shared/datasets, an empty user cache under tmp_path."""
+    monkeypatch.delenv("LDPFAST_DATA", raising=False)
+    monkeypatch.setattr(loaders, "_shared_candidates", lambda: ())
+    monkeypatch.setenv("LDPFAST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LDPFAST_OFFLINE", "1")
+    return tmp_path
+
+
 @pytest.fixture(scope="module", params=sorted(STATS))
 def real(request):
-    if ROOT is None:
-        pytest.skip("no offline data root (../shared/datasets)")
-    return request.param, load(request.param)
+    return request.param, load_or_skip(request.param)
 
 
 def test_real_statistics(real):
@@ -58,17 +102,63 @@ def test_real_statistics(real):
         assert data.class_names == ["company", "government", "politician", "tvshow"]
 
 
-@needs_data
+# ----------------------------------------------------------------------------- embedded Cora
+
+def _assert_same_data(a, b):
+    assert sorted(a.keys()) == sorted(b.keys())
+    for k in a.keys():  # noqa: SIM118 - iterating a Data yields (key, value) pairs
+        va, vb = a[k], b[k]
+        if torch.is_tensor(va):
+            assert torch.is_tensor(vb) and va.dtype == vb.dtype and va.shape == vb.shape, k
+            assert torch.equal(va, vb), k
+        else:
+            assert va == vb, k
+
+
+def test_embedded_cora_equals_raw_files():
+    """The shipped file gives exactly the Data read from the Planetoid raw files."""
+    raw = load("cora", root=_cora_raw_root())
+    _assert_same_data(load("cora"), raw)
+    _assert_same_data(load_cora(), raw)
+
+
+def test_embedded_cora_rebuilds_identically(tmp_path):
+    from ldpfast.datasets.embedded import build_cora
+
+    out = build_cora(_cora_raw_root(), tmp_path / "c.npz")
+    assert out == tmp_path / "c.npz"
+    _assert_same_data(load_cora(out), load_cora())
+
+
+def test_embedded_cora_needs_no_data_folder(isolated):
+    assert locate("cora") == "embedded"
+    data = load("cora")
+    assert data.num_nodes == 2708 and data.name == "cora"
+    assert CORA_PATH.is_file() and CORA_PATH.stat().st_size < 200_000
+    assert not (isolated / "cache").exists(), "loading the embedded Cora must write nothing"
+    # root= asks for the raw files in that folder: nothing there, offline -> error
+    with pytest.raises(FileNotFoundError, match="ind.cora.graph"):
+        load("cora", root=isolated)
+
+
+def test_embedded_file_is_package_data():
+    from importlib import resources
+
+    assert resources.files("ldpfast.datasets").joinpath("data/cora.npz").is_file()
+    assert "MIT" in resources.files("ldpfast.datasets").joinpath("data/README.md").read_text()
+
+
+# ----------------------------------------------------------------------------- misc
+
 def test_aliases_and_no_writes():
+    a = load_or_skip("CiteSeer")
     before = sorted(os.walk(ROOT))
-    a = load("CiteSeer")
     b = load(" cite_seer ")
     assert torch.equal(a.edge_index, b.edge_index) and a.name == b.name == "citeseer"
-    assert load("Twitch_DE").num_nodes == 9498
+    assert load_or_skip("Twitch_DE").num_nodes == 9498
     assert sorted(os.walk(ROOT)) == before, "load() must not write under the data root"
 
 
-@needs_data
 def test_feature_dim_svd_deterministic():
     a = load("cora", feature_dim=16)
     b = load("cora", feature_dim=16)
@@ -83,7 +173,6 @@ def test_feature_dim_svd_deterministic():
     assert float(off.abs().max()) < 1e-3 * float(gram.diag().max())
 
 
-@needs_data
 @pytest.mark.parametrize("bad", [0, -3, 1434, 10**9])
 def test_bad_feature_dim(bad):
     with pytest.raises(ValueError, match="feature_dim"):
@@ -95,6 +184,8 @@ def test_bad_feature_dim_type_before_io(tmp_path):
         load("cora", tmp_path, feature_dim=16.0)
     with pytest.raises(ValueError, match="feature_dim"):
         load("cora", tmp_path, feature_dim=0)
+    with pytest.raises(TypeError, match="download"):
+        load("citeseer", tmp_path, download="yes")
 
 
 def test_unknown_name():
@@ -119,13 +210,57 @@ def test_root_default_from_cwd(tmp_path, monkeypatch):
     assert default_root() == (tmp_path / "shared" / "datasets").resolve()
 
 
-def test_missing_files_env_root(tmp_path, monkeypatch):
-    monkeypatch.setenv("LDPFAST_DATA", str(tmp_path))
+def test_cache_dir_env(tmp_path, monkeypatch):
+    from ldpfast._paths import cache_dir
+
+    monkeypatch.setenv("LDPFAST_CACHE", str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c" and cache_root() == tmp_path / "c" / "datasets"
+    monkeypatch.delenv("LDPFAST_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if os.sys.platform.startswith("linux"):
+        assert cache_dir() == tmp_path / "xdg" / "ldpfast"
+
+
+def _write_facebook(root, types=("tvshow", "company", "tvshow")):
+    """A hand-made Facebook-format folder (3 nodes) under a data root."""
+    d = root / "musae" / "facebook"
+    d.mkdir(parents=True)
+    (d / "musae_facebook_edges.csv").write_text("id_1,id_2\n0,1\n1,0\n2,2\n1,2\n")
+    (d / "musae_facebook_features.json").write_text('{"1": [0, 3, 3], "0": [2], "2": []}')
+    (d / "musae_facebook_target.csv").write_text(
+        "id,facebook_id,page_name,page_type\n"
+        + "".join(f"{i},{5 + i},P{i},{t}\n" for i, t in enumerate(types)))
+    return d
+
+
+def test_search_order_env_shared_cache(isolated, monkeypatch):
+    """LDPFAST_DATA, then ../shared/datasets, then the user cache."""
+    env, shared, cache = isolated / "env", isolated / "shared", isolated / "cache" / "datasets"
+    for r, t in ((env, "company"), (shared, "government"), (cache, "politician")):
+        _write_facebook(r, types=(t, t, t))
+    monkeypatch.setattr(loaders, "_shared_candidates", lambda: (shared,))
+    monkeypatch.setenv("LDPFAST_DATA", str(env))
+    assert [o for _, o in search_roots()] == ["LDPFAST_DATA", "../shared/datasets", "user cache"]
+    assert load("facebook").class_names == ["company"]
+    monkeypatch.delenv("LDPFAST_DATA")
+    assert load("facebook").class_names == ["government"]
+    assert locate("facebook") == str(shared.resolve() / "musae" / "facebook")
+    monkeypatch.setattr(loaders, "_shared_candidates", lambda: ())
+    assert load("facebook").class_names == ["politician"]
+    # an explicit root is the only place searched
+    _write_facebook(isolated / "mine", types=("tvshow",) * 3)
+    assert load("facebook", root=isolated / "mine").class_names == ["tvshow"]
+
+
+def test_missing_files_env_root(isolated, monkeypatch):
+    monkeypatch.setenv("LDPFAST_DATA", str(isolated))
     with pytest.raises(FileNotFoundError) as e:
-        load("cora")
+        load("citeseer")
     msg = str(e.value)
-    assert "ind.cora.graph" in msg and "ind.cora.test.index" in msg and str(tmp_path) in msg
-    assert "planetoid/Cora/raw" in msg
+    assert "ind.citeseer.graph" in msg and "ind.citeseer.test.index" in msg
+    assert f"{isolated} (LDPFAST_DATA)" in msg and "user cache" in msg
+    assert "planetoid/CiteSeer/raw" in msg and "LDPFAST_OFFLINE" in msg
+    assert "Planetoid(" in msg and "kimiyoung/planetoid" in msg  # how to fetch it
 
 
 def test_explicit_root_beats_env(tmp_path, monkeypatch):
@@ -134,7 +269,7 @@ def test_explicit_root_beats_env(tmp_path, monkeypatch):
     explicit.mkdir()
     monkeypatch.setenv("LDPFAST_DATA", str(env_root))
     with pytest.raises(FileNotFoundError) as e:
-        load("facebook", root=explicit)
+        load("facebook", root=explicit, download=False)
     msg = str(e.value)
     assert str(explicit) in msg and str(env_root) not in msg
     assert "musae_facebook_edges.csv" in msg and "musae_facebook_target.csv" in msg
@@ -145,23 +280,155 @@ def test_partially_missing_names_only_missing(tmp_path):
     d.mkdir(parents=True)
     (d / "musae_DE_edges.csv").write_text("from,to\n0,1\n")
     with pytest.raises(FileNotFoundError) as e:
-        load("twitch-de", tmp_path)
-    msg = str(e.value)
-    assert "musae_DE_features.json" in msg and "musae_DE_target.csv" in msg
-    assert "musae_DE_edges.csv\n" not in msg.split("expected layout")[0]
+        load("twitch-de", tmp_path, download=False)
+    missing_line = next(line for line in str(e.value).splitlines() if "missing" in line)
+    assert "musae_DE_features.json" in missing_line and "musae_DE_target.csv" in missing_line
+    assert "musae_DE_edges.csv" not in missing_line
 
 
-@needs_data
 def test_explicit_root_loads_despite_bad_env(tmp_path, monkeypatch):
+    root = _cora_raw_root()
     monkeypatch.setenv("LDPFAST_DATA", str(tmp_path))
-    assert load("cora", root=str(ROOT)).num_nodes == 2708
+    assert load("cora", root=str(root)).num_nodes == 2708
 
 
-def test_no_root_found(monkeypatch):
-    monkeypatch.setattr(loaders, "default_root", lambda: None)
+def test_offline_error_says_what_to_fetch(isolated):
+    assert locate("twitch-de") is None
     with pytest.raises(FileNotFoundError, match="LDPFAST_DATA") as e:
-        load("cora")
-    assert "root=" in str(e.value)
+        load("twitch-de")
+    msg = str(e.value)
+    assert "root=" in msg and "Twitch(" in msg and "'DE'" in msg and "MUSAE" in msg
+    assert "musae/twitch/DE/musae_DE_" in msg
+    assert not (isolated / "cache").exists(), "nothing is written when nothing is downloaded"
+
+
+# ----------------------------------------------------------------------------- downloads (mocked)
+
+class _FakePyG:
+    """Stands in for a torch_geometric.datasets class: 'downloads' a small npz into
+    ``<root>/raw`` on first use (or raises ``fail``), and serves it afterwards."""
+
+    calls: ClassVar[list] = []
+    downloads: ClassVar[list] = []
+    fail: ClassVar[Exception | None] = None
+
+    def __init__(self, root):
+        from torch_geometric.data import Data
+
+        type(self).calls.append(root)
+        raw = os.path.join(root, "raw", "facebook.npz")
+        if not os.path.isfile(raw):
+            if type(self).fail is not None:
+                raise type(self).fail
+            os.makedirs(os.path.dirname(raw), exist_ok=True)
+            np.savez(raw, features=np.eye(3, 128), target=np.array([2, 0, 1]),
+                     edges=np.array([[0, 1], [1, 2], [2, 2]]))
+            type(self).downloads.append(root)
+        z = np.load(raw)
+        self.data = Data(x=torch.tensor(z["features"]), y=torch.tensor(z["target"]),
+                         edge_index=torch.tensor(z["edges"]).t().contiguous())
+
+    def __getitem__(self, i):
+        return self.data
+
+
+@pytest.fixture
+def fake_facebook(monkeypatch):
+    import torch_geometric.datasets as D
+
+    class Fake(_FakePyG):
+        calls, downloads, fail = [], [], None
+
+    monkeypatch.setattr(D, "FacebookPagePage", Fake)
+    return Fake
+
+
+def test_download_through_pyg_into_user_cache(isolated, fake_facebook, monkeypatch, capsys):
+    monkeypatch.setenv("LDPFAST_OFFLINE", "0")
+    with pytest.warns(UserWarning, match="128-dimensional"):
+        data = load("facebook")
+    target = str(cache_root() / "pyg" / "facebook")
+    assert fake_facebook.downloads == [target]
+    assert "downloading it with torch_geometric.datasets.FacebookPagePage" in capsys.readouterr().err
+    assert data.x.dtype == torch.float32 and tuple(data.x.shape) == (3, 128)
+    assert data.y.tolist() == [2, 0, 1] and data.name == "facebook"
+    assert data.edge_index.tolist() == [[0, 1, 1, 2], [1, 0, 2, 1]]  # cleaned
+    # found in the cache next time, offline too: no second download
+    monkeypatch.setenv("LDPFAST_OFFLINE", "1")
+    assert locate("facebook") == target
+    with pytest.warns(UserWarning, match="128-dimensional"):
+        assert torch.equal(load("facebook").x, data.x)
+    assert fake_facebook.downloads == [target]
+
+
+def test_download_into_explicit_root(isolated, fake_facebook):
+    with pytest.warns(UserWarning):
+        load("facebook", root=isolated / "mine", download=True)
+    assert fake_facebook.downloads == [str(isolated / "mine" / "pyg" / "facebook")]
+    assert not (isolated / "cache").exists()
+
+
+def test_download_off_never_calls_pyg(isolated, fake_facebook, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="LDPFAST_OFFLINE=1"):
+        load("facebook")
+    monkeypatch.setenv("LDPFAST_OFFLINE", "0")
+    with pytest.raises(FileNotFoundError, match="download=False"):
+        load("facebook", download=False)
+    assert fake_facebook.calls == []
+
+
+def test_failed_download_is_a_clear_error(isolated, fake_facebook):
+    fake_facebook.fail = urllib.error.URLError("[Errno -2] Name or service not known")
+    with pytest.raises(FileNotFoundError) as e:
+        load("facebook", download=True)
+    msg = str(e.value)
+    assert "the download failed: URLError" in msg and "Name or service not known" in msg
+    assert "FacebookPagePage(" in msg and "musae/facebook/musae_facebook_" in msg
+    assert isinstance(e.value.__cause__, urllib.error.URLError)
+
+
+def test_planetoid_download_is_read_as_raw_files(isolated, monkeypatch):
+    """A Planetoid download lands in our raw layout and gives the same Data as local files."""
+    import torch_geometric.datasets as D
+
+    src = _cora_raw_root() / "planetoid" / "Cora" / "raw"
+    calls = []
+
+    class FakePlanetoid:
+        def __init__(self, root, name):
+            calls.append((root, name))
+            shutil.copytree(src, os.path.join(root, name, "raw"))
+
+    monkeypatch.setattr(D, "Planetoid", FakePlanetoid)
+    data = load("cora", root=isolated / "mine", download=True)
+    assert calls == [(str(isolated / "mine" / "planetoid"), "Cora")]
+    _assert_same_data(data, load("cora"))
+
+
+# ----------------------------------------------------------------------------- GraphDataset
+
+def test_graph_dataset_pre_transform_runs_once(tmp_path):
+    from ldpfast.privacy import Ledger
+    from ldpfast.transforms import MultiBit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # e.g. PyG's weights_only fallback
+        ds = GraphDataset(tmp_path, "cora", pre_transform=MultiBit(eps=1.0), log=False)
+        again = GraphDataset(tmp_path, "cora", pre_transform=MultiBit(eps=1.0), log=False)
+    assert len(ds) == 1 and ds[0].num_nodes == 2708
+    # a fresh seed each time a MultiBit is made, yet the stored report is read back
+    assert torch.equal(ds[0].x, again[0].x)
+    assert Ledger.of(again[0]).eps == 1.0
+    other = GraphDataset(tmp_path, "cora", pre_transform=MultiBit(eps=2.0), log=False)
+    assert Ledger.of(other[0]).eps == 2.0 and not torch.equal(other[0].x, ds[0].x)
+    plain = GraphDataset(tmp_path, "cora", transform=lambda d: d.clone(), log=False)
+    assert torch.equal(plain[0].x, load("cora").x)
+    assert Ledger.of(plain[0]).eps == 0.0
+
+
+def test_graph_dataset_missing_data_is_the_loader_error(isolated):
+    with pytest.raises(FileNotFoundError, match="citeseer"):
+        GraphDataset(isolated / "p", "citeseer", log=False)
 
 
 def test_small_musae_files(tmp_path):

@@ -671,8 +671,11 @@ def test_audit_detects_too_little_noise():
 
 @pytest.mark.slow
 def test_reproduce_quick(tmp_path):
+    from conftest import require_datasets
+
     from ldpfast.methods.heterpoisson import reproduce_main
 
+    require_datasets("facebook", "twitch-de")
     assert reproduce_main(["--quick", "--out", str(tmp_path)]) == 0
     for f in ("heterpoisson.json", "heterpoisson.md", "heterpoisson_accuracy_vs_eps.png"):
         assert (tmp_path / f).exists()

@@ -30,11 +30,9 @@ def test_paper_settings_lookup():
 
 @pytest.fixture(scope="module")
 def cora():
-    from ldpfast.datasets import default_root, load
+    from ldpfast.datasets import load
 
-    if default_root() is None:
-        pytest.skip("no dataset root")
-    return load("cora")
+    return load("cora")  # embedded in the package
 
 
 def test_fit_reports_privacy_and_learns(cora):
@@ -114,6 +112,9 @@ def test_reproduce_cli_writes_and_resumes(tmp_path):
     markdown, and --resume skips finished cells."""
     import json
 
+    from conftest import require_datasets
+
+    require_datasets("citeseer")
     out = tmp_path / "lp"
     args = ["--quick", "--datasets", "cora", "citeseer", "--runs", "1", "--epochs", "3",
             "--out", str(out)]
