@@ -83,6 +83,7 @@ class AuditResult:
     confidence: float
     canary: str
     observations: dict[str, list[float]] | None = None
+    privacy_model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,7 +135,8 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
                        hidden: int = 16, lr: float = 0.01, canary: str = "fresh", train_model: bool = True,
                        confidence: float = 0.95, seed: int = 0, noise_scale: float = 1.0,
                        num_observations: int | None = None, runs: int = 20000,
-                       keep_observations: bool = False, progress: bool = False) -> AuditResult:
+                       keep_observations: bool = False, progress: bool = False,
+                       degree_model: str = "s2_public_degrees", degree_bound: int | None = None) -> AuditResult:
     """Algorithm 4 on ``data``: empirical eps of HeterPoisson DP-SGD vs the accountant's.
 
     Parameters
@@ -165,6 +167,11 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     noise_scale : float
         Multiplies the noise actually added (``1``: correct).  Values below 1 simulate an
         implementation bug; the audit should then exceed the accountant (used in tests).
+    degree_model, degree_bound
+        The neighbouring relation of the sampler and the accountant
+        (:class:`ldpfast.sampling.HeterPoisson`); recorded as ``privacy_model``.
+    seed : int
+        Seeds the audit; not recorded in the result.
     """
     from .dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from .methods.heterpoisson import build_model
@@ -186,7 +193,7 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     seed = check_int("seed", seed, 0, 2**62)
     if canary == "first" and not train_model:
         raise ValueError("canary='first' needs train_model=True (the canary sits on a model coordinate)")
-    acc = HeterPoissonAccountant(q_b, M, int(data.num_nodes))
+    acc = HeterPoissonAccountant(q_b, M, int(data.num_nodes), degree_model=degree_model, degree_bound=degree_bound)
     if sigma is None:
         if eps is None:
             raise ValueError("eps or sigma: one is required")
@@ -195,7 +202,10 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     rep_T = acc.epsilon(sigma, T, delta)
     rep_1 = acc.epsilon(sigma, 1, delta)
     D = rep_T.worst_degree if rep_T.worst_degree is not None else math.inf
-    s_vals, s_probs = heterpoisson_mixture(q_b, M, D if math.isfinite(D) else math.inf, rep_T.K or 12)
+    if acc.degree_bound is not None and not math.isfinite(D):  # q_b = 1: any d <= D_pub
+        D = acc.degree_bound
+    s_vals, s_probs = heterpoisson_mixture(q_b, M, D if math.isfinite(D) else math.inf, rep_T.K or 12,
+                                           degree_bound=acc.degree_bound)
     gen = np.random.default_rng(seed)
     ks = gen.choice(s_vals, size=R, p=s_probs)  # canary magnitudes, paper units
 
@@ -204,7 +214,7 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     gsm = SubgraphGradSampleModule(net)
     opt = DPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma * noise_scale,
                       max_grad_norm=max_grad_norm, seed=seed + 1)
-    sampler = HeterPoisson(data, q_b, M, seed=seed + 2)
+    sampler = HeterPoisson(data, q_b, M, seed=seed + 2, degree_model=degree_model, degree_bound=degree_bound)
     first = next(p for p in net.parameters() if p.requires_grad)
     o_w = np.empty(R)
     o_wo = np.empty(R)
@@ -264,7 +274,8 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     return AuditResult(eps_lower=eps_run, eps_accountant=rep_T.eps, eps_step_lower=eps_lb,
                        eps_step_accountant=rep_1.eps, eps_composed=eps_comp, runs=runs, mu_step=mu,
                        llr_threshold=tau_run, threshold=tau, fpr_upper=fpr_u, fnr_upper=fnr_u, sigma=sigma, T=T,
-                       q_b=q_b, M=M, delta=delta, confidence=confidence, canary=canary, observations=obs)
+                       q_b=q_b, M=M, delta=delta, confidence=confidence, canary=canary, observations=obs,
+                       privacy_model=acc.model)
 
 
 def main(argv: list[str] | None = None) -> int:

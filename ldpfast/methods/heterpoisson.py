@@ -25,15 +25,30 @@ Setup of section 5 (defaults of :func:`fit`)
   among the non-training nodes only (section 4.4), so inference touches no training node.
 
 Settings: ``"transductive"`` trains on the whole graph (central nodes: training nodes;
-peripheral nodes: any node; out-degrees of the whole graph) and tests on the test nodes
-with neighbours among test nodes; ``"inductive"`` trains on the sub-graph induced by the
-training nodes and tests on the one induced by the test nodes.  ``model="mlp"`` is the
-naive DP-SGD baseline of Table II: features only, one node per example, Poisson sampling
-at ``q_b``, the subsampled Gaussian mechanism accounted as the mixture ``{0: 1 - q_b,
-0.5: q_b}``.
+peripheral nodes: any node) and tests on the test nodes with neighbours among test nodes;
+``"inductive"`` trains on the sub-graph induced by the training nodes and tests on the one
+induced by the test nodes.  ``model="mlp"`` is the naive DP-SGD baseline of Table II:
+features only, one node per example, Poisson sampling at ``q_b``, the subsampled Gaussian
+mechanism accounted as the mixture ``{0: 1 - q_b, 0.5: q_b}``.
 
-Privacy: node-level ``(eps, delta)``-DP for the training nodes (paper Definition 4) of the
-released model; inference on test nodes only reads test nodes and the model.
+Privacy: node-level ``(eps, delta)``-DP for the training nodes of the released model, for
+the neighbouring relation ``degree_model`` names (recorded in ``report.privacy_model`` and
+the ledger entry; :mod:`ldpfast.privacy.accountant`):
+
+* ``"s2_public_degrees"`` (default): paper 003's model S2 (Definition 4): the out-degrees
+  of the whole graph are public and fixed.  The peripheral probabilities use the whole
+  graph's out-degrees in *both* settings (the inductive sampler gets them through
+  ``out_degree``; before, it used the training graph's, which change with the differing
+  node, so the recorded bound did not hold even under S2).  Not a guarantee when the graph
+  structure itself is private.
+* ``"public_bound"`` (``degree_bound = D_pub``): probabilities ``min(1, M / D_pub)``, sound
+  with private structure over graphs whose nodes point to at most ``D_pub`` training
+  (candidate) nodes; ``fit`` raises a ValueError naming ``degree_bound`` on other graphs.
+
+Inference on test nodes only reads test nodes and the model.  The random 80/20 split is
+part of the experimental protocol, not of the mechanism (it depends on ``|V|``).
+No report, ledger entry or settings dict holds the seed: whoever keeps it can rebuild the
+noise, so reproducibility stays with the caller.
 """
 from __future__ import annotations
 
@@ -50,13 +65,17 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_eps, check_int, check_prob, check_real
+from ..privacy.accountant import check_degree_model, privacy_model
 from ..privacy.budget import Spent
+from ..rng import resolve_seed
 from ._common import save_figure
 
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "HeterPoissonReport", "build_model", "fit", "reproduce_main"]
 
 MODELS = ("gcn", "sage", "gin", "mlp")
 SETTINGS = ("transductive", "inductive")
+MLP_PRIVACY_MODEL = ("node-level DP, one example per training node (its features and label; the MLP reads no "
+                     "edge): the Poisson-subsampled Gaussian mechanism, also when the structure is private")
 
 # Paper Table II (transductive) and Table IV (inductive), accuracy in %:
 # [dataset][model][eps] = mean; "mlp" is the naive DP-SGD row (model-independent).
@@ -145,9 +164,13 @@ class HeterPoissonReport:
         Noise in the paper's units (noise std ``2 C sigma``).
     T, q_b, M : the sampling schedule.
     privacy : Spent
-        Ledger entry (``mechanism="heterpoisson"`` or ``"dpsgd"``).
+        Ledger entry (``mechanism="heterpoisson"`` or ``"dpsgd"``); its ``guarantee`` names
+        the neighbouring relation.
     settings : dict
-        Everything else (model, setting, split sizes, timings...).
+        Everything else (model, setting, split sizes, timings...); never the seed.
+    privacy_model : str
+        The neighbouring relation the guarantee holds for
+        (:func:`ldpfast.privacy.accountant.privacy_model`).
     """
 
     accuracy: float
@@ -162,6 +185,7 @@ class HeterPoissonReport:
     M: float | None
     privacy: Spent
     settings: dict[str, Any] = field(default_factory=dict)
+    privacy_model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -224,7 +248,8 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         epochs: float = 9.0, T: int | None = None, max_grad_norm: float = 0.5, lr: float = 0.03,
         hidden: int = 128, num_layers: int = 1, n_test: int = 13, train_frac: float = 0.8,
         accountant: str = "rdp", report_pld: bool = False, overlap: str = "drop", induced: bool = True,
-        seed: int = 0, sigma: float | None = None, backend: str | None = None, progress: bool = False,
+        degree_model: str = "s2_public_degrees", degree_bound: int | None = None,
+        seed: int | None = None, sigma: float | None = None, backend: str | None = None, progress: bool = False,
         dataset: str | None = None) -> HeterPoissonReport:
     """Train a node-level DP GNN with HeterPoisson (Algorithm 1) and test it (section 4.4).
 
@@ -260,9 +285,22 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         Which figure calibrates ``sigma`` (Theorem 2 RDP, or dp_accounting's PLD).
     report_pld : bool
         Also compute the PLD figure at the ``sigma`` used (slower).
-    overlap, induced : see :class:`ldpfast.sampling.HeterPoisson`.
-    seed : int
-        Seeds the split, the initialisation, the sampler and the noise.
+    overlap : {"drop"}
+        Only ``"drop"``: with ``"zero"`` a central node keeps its edges in other sub-graphs,
+        so Theorem 2's sensitivity ``1/2`` for the central case does not hold.
+    induced : see :class:`ldpfast.sampling.HeterPoisson`.
+    degree_model : {"s2_public_degrees", "public_bound"}
+        The neighbouring relation (module docstring): S2 with the whole graph's out-degrees
+        (default, both settings) or the public bound ``degree_bound``.
+    degree_bound : int, optional
+        ``D_pub`` in ``[1, 2**31 - 1]``, required by and only allowed with
+        ``"public_bound"``; must be >= every node's number of training out-neighbours, and
+        fixed without looking at the private graph.  Ignored by ``model="mlp"`` (it reads
+        no edge) apart from validation.
+    seed : int, optional
+        Seeds the split, the initialisation, the sampler and the noise (``None``: 64 fresh
+        bits from the OS).  Never recorded in the report: keep it yourself to reproduce a
+        run, and keep it secret, since it rebuilds the noise.
     sigma : float, optional
         Use this noise instead of calibrating (``eps`` is then only reported).
     backend : str, optional
@@ -274,7 +312,6 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     """
     from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ..privacy.accountant import HeterPoissonAccountant, MixtureAccountant
-    from ..sampling import HeterPoisson
 
     eps = check_eps("eps", eps)
     if model not in MODELS:
@@ -286,6 +323,10 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         raise ValueError(f"M: expected a finite number > 0, got {M}")
     if accountant not in ("rdp", "pld"):
         raise ValueError(f"accountant: expected 'rdp' or 'pld', got {accountant!r}")
+    degree_model, degree_bound = check_degree_model(degree_model, degree_bound)
+    if overlap != "drop":
+        raise ValueError(f"overlap: fit accounts only for 'drop' (with 'zero' a central node keeps its edges in "
+                         f"other sub-graphs, outside Theorem 2's case 1), got {overlap!r}")
     train_frac = check_prob("train_frac", train_frac, open_low=True, open_high=True)
     n_test = check_int("n_test", n_test, 0)
     check_eps("max_grad_norm", max_grad_norm)
@@ -293,7 +334,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     hidden = check_int("hidden", hidden, 1)
     num_layers = check_int("num_layers", num_layers, 1)
     expected_batch_size = check_int("expected_batch_size", expected_batch_size, 1)
-    seed = check_int("seed", seed, 0, 2**63 - 1)
+    seed = resolve_seed(seed)
     if not isinstance(report_pld, bool):
         raise TypeError(f"report_pld: expected a bool, got {type(report_pld).__name__}")
     n = int(data.num_nodes)
@@ -313,20 +354,26 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         T = max(1, math.ceil(epochs / q_b - 1e-9))
     T = check_int("T", T, 1)
 
+    # -- sampler (built before the accountant: it refuses graphs outside the model) -------
+    sampler = _train_sampler(data, train_mask, setting, q_b, M, T, seed, induced, backend,
+                             degree_model if model != "mlp" else "s2_public_degrees",
+                             degree_bound if model != "mlp" else None)
+    g_train, train_nodes = sampler.data, (train_mask if setting == "transductive" else None)
     if setting == "transductive":
-        g_train, train_nodes = data, train_mask
         g_test, test_nodes, test_allow = data, test_mask, test_mask
     else:
-        g_train, train_nodes = _induced(data, train_mask), None
         g_test = _induced(data, test_mask)
         test_nodes, test_allow = torch.ones(g_test.num_nodes, dtype=torch.bool), None
-    num_nodes_acc = int(g_train.num_nodes)
 
     # -- accountant and sigma ----------------------------------------------------------
     if model == "mlp":
-        acc = MixtureAccountant([0.0, 0.5], [1 - q_b, q_b]) if q_b < 1 else MixtureAccountant([0.5], [1.0])
+        pm = MLP_PRIVACY_MODEL
+        mix = ([0.0, 0.5], [1 - q_b, q_b]) if q_b < 1 else ([0.5], [1.0])
+        acc = MixtureAccountant(*mix, model=pm)
     else:
-        acc = HeterPoissonAccountant(q_b, M, num_nodes_acc)
+        pm = privacy_model(degree_model, degree_bound)
+        # S2: D_ot ranges over the whole graph's out-degrees in both settings
+        acc = HeterPoissonAccountant(q_b, M, n, degree_model=degree_model, degree_bound=degree_bound)
     if sigma is None:
         sigma = acc.calibrate_sigma(eps, delta, T, method=accountant)
     sigma = check_eps("sigma", sigma)
@@ -341,8 +388,6 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     n_cand = n_train if train_nodes is not None else int(g_train.num_nodes)
     opt = DPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=max_grad_norm,
                       expected_batch_size=q_b * n_cand, seed=seed ^ 0x5EED)
-    sampler = HeterPoisson(g_train, q_b, M, seed=seed ^ 0xBA7C4, train_nodes=train_nodes, overlap=overlap,
-                           induced=induced, backend=backend, num_steps=T)
     steps = range(T)
     if progress:
         from tqdm.auto import tqdm
@@ -374,20 +419,43 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     settings = {"model": model, "setting": setting, "dataset": dataset, "num_nodes": n, "n_train": n_train,
                 "n_test_nodes": int(test_mask.sum()), "hidden": hidden, "num_layers": num_layers, "lr": lr,
                 "max_grad_norm": max_grad_norm, "noise_std": 2 * max_grad_norm * sigma, "N_test": n_test,
-                "accountant": accountant, "overlap": overlap, "induced": induced, "seed": seed,
+                "accountant": accountant, "overlap": overlap, "induced": induced,
+                "degree_model": None if model == "mlp" else degree_model,
+                "degree_bound": None if model == "mlp" else degree_bound,
                 "rdp_order": rep_rdp.order, "rdp_K": rep_rdp.K, "rdp_delta_tail": rep_rdp.delta_tail,
                 "rdp_worst_degree": rep_rdp.worst_degree, "mean_subgraphs": float(np.mean(sizes)) if sizes else 0.0,
                 "clipped_fraction": float(np.mean(clipped)) if clipped else 0.0,
                 "seconds_sampling": t_sample, "seconds_training": t_train,
                 "seconds_total": time.perf_counter() - t0}
     spent = Spent(mechanism="dpsgd" if model == "mlp" else "heterpoisson", target="nodes", eps=float(eps_spent),
-                  delta=float(delta), guarantee="(eps, delta) node-DP",
+                  delta=float(delta), guarantee=f"(eps, delta) {pm}",
                   params={"q_b": q_b, "M": None if model == "mlp" else M, "sigma": sigma, "T": T,
-                          "C": max_grad_norm, "accountant": accountant})
+                          "C": max_grad_norm, "accountant": accountant,
+                          "degree_model": None if model == "mlp" else degree_model,
+                          "degree_bound": None if model == "mlp" else degree_bound})
     return HeterPoissonReport(accuracy=acc_test, eps=float(eps_spent), delta=float(delta), eps_target=eps,
                               eps_rdp=float(rep_rdp.eps), eps_pld=None if eps_pld is None else float(eps_pld),
                               sigma=float(sigma), T=T, q_b=float(q_b), M=None if model == "mlp" else float(M),
-                              privacy=spent, settings=settings)
+                              privacy=spent, settings=settings, privacy_model=pm)
+
+
+def _train_sampler(data, train_mask, setting, q_b, M, T, seed, induced, backend, degree_model, degree_bound):
+    """The training sampler of :func:`fit` (``sampler.data`` is the graph it samples on).
+
+    Inductive: samples on the training graph; under S2 ``D_ot`` is still the *whole* graph's
+    out-degree (passed as ``out_degree``), the public, fixed quantity of model S2.
+    """
+    from ..sampling import HeterPoisson
+    from ..sampling.heterpoisson import out_degrees
+
+    kw = {"seed": seed ^ 0xBA7C4, "overlap": "drop", "induced": induced, "backend": backend, "num_steps": T,
+          "degree_model": degree_model, "degree_bound": degree_bound}
+    if setting == "transductive":
+        return HeterPoisson(data, q_b, M, train_nodes=train_mask, **kw)
+    g_train = _induced(data, train_mask)
+    if degree_model == "s2_public_degrees":
+        kw["out_degree"] = out_degrees(data, backend=backend)[train_mask]
+    return HeterPoisson(g_train, q_b, M, **kw)
 
 
 # ----------------------------------------------------------------------------- reproduce
@@ -430,19 +498,37 @@ def _plot(path: Path, rows: list[dict], title: str):
     return path
 
 
+def _without_seed(argv: list[str]) -> list[str]:
+    """``argv`` without ``--seed X`` / ``--seed=X``: the recorded command must not hold the seed."""
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+        elif x == "--seed":
+            skip = True
+        elif not x.startswith("--seed="):
+            out.append(x)
+    return out
+
+
 def reproduce_main(argv: list[str] | None = None) -> int:
     """``ldpfast reproduce heterpoisson``: Table II (and IV) on Facebook and Twitch-DE.
 
     Writes ``heterpoisson.json``, ``heterpoisson.md`` (ours beside the paper) and
     ``heterpoisson_accuracy_vs_eps.png`` to ``--out`` (default ``results/heterpoisson``).
-    ``--quick`` is a CI-sized run (a few minutes on 2 cores).
+    ``--quick`` is a CI-sized run (a few minutes on 2 cores).  ``--degree-model public_bound``
+    runs the private-structure mode; ``--degree-bound auto`` takes each dataset's maximum
+    degree (a statistic of these *public* benchmark graphs; with private data the bound must
+    be fixed without looking at it).  Run ``r`` uses seed ``--seed + r``; the seed is written
+    to no output (it rebuilds the noise).
     """
     from tqdm.auto import tqdm
 
     from ..datasets import load
 
+    # no abbreviations: _without_seed must see every spelling of --seed
     p = argparse.ArgumentParser(prog="ldpfast reproduce heterpoisson", description=reproduce_main.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--datasets", nargs="+", default=["facebook", "twitch-de"], choices=["facebook", "twitch-de"])
     p.add_argument("--models", nargs="+", default=["gcn", "gin", "sage"], choices=["gcn", "gin", "sage"])
     p.add_argument("--settings", nargs="+", default=["transductive"], choices=list(SETTINGS))
@@ -452,6 +538,12 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=1, help="seeds per cell (paper: mean +- std)")
     p.add_argument("--no-baseline", action="store_true", help="skip the naive DP-SGD (features only) rows")
     p.add_argument("--accountant", choices=["rdp", "pld"], default="rdp")
+    p.add_argument("--degree-model", choices=["s2_public_degrees", "public_bound"], default="s2_public_degrees",
+                   help="neighbouring relation: paper 003 model S2 (whole-graph out-degrees public and fixed) or "
+                        "private structure with a public degree bound")
+    p.add_argument("--degree-bound", default=None,
+                   help="D_pub for --degree-model public_bound: an int, or 'auto' (each dataset's maximum degree)")
+    p.add_argument("--seed", type=int, default=0, help="base seed (run r uses seed + r); not written to any output")
     p.add_argument("--num-layers", type=int, default=1)
     p.add_argument("--epochs", type=float, default=9.0)
     p.add_argument("--batch", type=int, default=4096, help="expected sub-graphs per step (q_b = batch / #train)")
@@ -468,9 +560,24 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         a.models, a.settings, a.eps, a.M, a.runs = ["gcn"], ["transductive"], [2.0, 8.0], [1.0], 1
     for e in a.eps:
         check_eps("eps", e)
+    check_int("seed", a.seed, 0, 2**63)
+    if a.degree_model == "public_bound" and a.degree_bound is None:
+        p.error("--degree-bound is required with --degree-model public_bound")
+    if a.degree_model != "public_bound" and a.degree_bound is not None:
+        p.error("--degree-bound is only used with --degree-model public_bound")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     data = {ds: load(ds, root=a.root, feature_dim=128) for ds in a.datasets}
+    bound = {}
+    for ds in a.datasets:
+        if a.degree_bound is None:
+            bound[ds] = None
+        elif a.degree_bound == "auto":
+            from ..sampling.heterpoisson import out_degrees
+
+            bound[ds] = int(out_degrees(data[ds]).max())
+        else:
+            bound[ds] = int(a.degree_bound)
     models = list(a.models) + ([] if a.no_baseline else ["mlp"])
     cells = [(ds, st, m, e) for ds in a.datasets for st in a.settings for m in models for e in a.eps]
     total = sum(a.runs * (1 if m == "mlp" else len(a.M)) for _, _, m, _ in cells)
@@ -481,9 +588,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         for M in ([1.0] if m == "mlp" else a.M):
             reps = []
             for r in range(a.runs):
-                rep = fit(data[ds], e, model=m, setting=st, M=M, seed=r, accountant=a.accountant,
+                rep = fit(data[ds], e, model=m, setting=st, M=M, seed=a.seed + r, accountant=a.accountant,
                           num_layers=a.num_layers, epochs=a.epochs, expected_batch_size=a.batch,
-                          report_pld=a.pld, dataset=ds)
+                          report_pld=a.pld, dataset=ds, degree_model=a.degree_model, degree_bound=bound[ds])
                 reps.append(rep)
                 runs_log.append(rep.to_dict())
                 bar.update(1)
@@ -494,8 +601,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         mean, std, M, reps = best
         paper = _paper(st, ds, m, e)
         r0 = reps[0]
+        degrees = None if m == "mlp" else ("S2" if bound[ds] is None else f"D_pub={bound[ds]}")
         rows.append({"dataset": ds, "setting": st, "model": "naive DP-SGD (mlp)" if m == "mlp" else m,
-                     "eps": e, "M": None if m == "mlp" else M, "ours_mean": round(mean, 1),
+                     "degrees": degrees, "eps": e, "M": None if m == "mlp" else M, "ours_mean": round(mean, 1),
                      "ours_std": round(std, 1), "paper": paper,
                      "gap": None if paper is None else round(mean - paper, 1), "runs": a.runs,
                      "sigma": round(r0.sigma, 4), "T": r0.T, "q_b": round(r0.q_b, 4),
@@ -503,17 +611,20 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                      "eps_pld": None if r0.eps_pld is None else round(r0.eps_pld, 3),
                      "delta": r0.delta, "seconds": round(sum(x.settings["seconds_total"] for x in reps), 1)})
     bar.close()
-    cmd = "ldpfast reproduce heterpoisson " + " ".join(argv or [])
+    cmd = "ldpfast reproduce heterpoisson " + " ".join(_without_seed(argv or []))
     (out / "heterpoisson.json").write_text(json.dumps({"command": cmd, "rows": rows, "runs": runs_log},
                                                       indent=2, default=str))
-    cols = ["dataset", "setting", "model", "eps", "M", "ours_mean", "ours_std", "paper", "gap", "runs", "sigma",
-            "T", "q_b", "eps_rdp", "eps_pld", "seconds"]
+    cols = ["dataset", "setting", "model", "degrees", "eps", "M", "ours_mean", "ours_std", "paper", "gap", "runs",
+            "sigma", "T", "q_b", "eps_rdp", "eps_pld", "seconds"]
     md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join("" if r[c] is None else str(r[c]) for c in cols) + " |" for r in rows]
     notes = ("\n\nPaper columns: Table II (transductive) / Table IV (inductive), 'ours' rows and the naive "
              "DP-SGD rows.  Features: 128-d truncated SVD of the raw MUSAE features "
              "(ldpfast.datasets.load(..., feature_dim=128)), not the 128-d features PyG ships; sigma from "
-             f"the {a.accountant.upper()} accountant (paper units, noise std = 2 C sigma, C = 0.5).\n")
+             f"the {a.accountant.upper()} accountant (paper units, noise std = 2 C sigma, C = 0.5).\n\n"
+             "Privacy model of the GNN rows:\n\n"
+             + "".join(f"* {ds}: {privacy_model(a.degree_model, bound[ds])}\n" for ds in a.datasets)
+             + f"\nNaive DP-SGD rows: {MLP_PRIVACY_MODEL}\n")
     (out / "heterpoisson.md").write_text(f"# HeterPoisson reproduction\n\nCommand: `{cmd}`\n\n" + "\n".join(md) + notes)
     print("\n".join(md))
     plot_rows = [dict(r, model=r["model"].split(" ")[0] if r["model"].startswith("naive") else r["model"])

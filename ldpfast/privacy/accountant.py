@@ -27,6 +27,53 @@ and ``gamma <= T max_D max(D_alpha(P||Q), D_alpha(Q||P))``, converted to ``(eps,
 Theorem 1: ``eps = T gamma + log((alpha-1)/alpha) - (log delta + log alpha) / (alpha - 1)``
 minimised over ``alpha``.
 
+Which neighbouring relation (``degree_model``)
+---------------------------------------------
+The peripheral probability ``min(1, M / D_ot(j))`` depends on out-degrees, so the mixture
+above is a bound only for a neighbouring relation under which those degrees do not move.
+
+* ``"s2_public_degrees"`` (default): **paper 003 model S2** (Definition 4 and the paragraph
+  after it).  The whole graph ``G`` is fixed; neighbouring training graphs ``G*, G' ⊆ G``
+  differ by one node ``z`` (its features, label and edges are never read when it is
+  absent), and every node's in- and out-degree *in G* is the same whichever of them is
+  used.  ``D_ot`` must then be the out-degree in the whole graph ``G`` (the sampler's
+  ``out_degree`` argument in the inductive setting).  ``z``'s peripheral count is
+  ``Bin(d_z, q_b min(1, M / D_ot(z)))`` with ``d_z <= D_ot(z)`` its out-neighbours among the
+  candidates: first-order dominated by Theorem 2's mixture at ``D = D_ot(z)``.  It does
+  **not** hold when ``D_ot`` is computed on a graph that changes with ``z`` (the induced
+  training graph, or any graph when the structure itself is private): there ``z`` changes
+  other nodes' probabilities and hence sub-graphs that never contain it.  Counter-example
+  (tests/test_heterpoisson_privacy.py): 40 pairs ``j_l -> i_l``, candidates the ``i_l``, ``z``
+  joined to every ``j_l``; ``q_b = 1/2``, ``M = 1``: ``D_ot(j_l)`` goes 1 -> 2, the
+  peripheral count per step 20 -> 10, and with per-sub-graph gradients ``+-1/2`` and the
+  ``sigma = 3.93`` calibrated here to ``eps = 1, delta = 1e-5, T = 1`` the true ``delta`` at
+  ``eps = 1`` is 0.61.
+* ``"public_bound"`` (``degree_bound = D_pub``): every node joins the sub-graph of a central
+  node it points to with the same probability ``p = min(1, M / D_pub)``, fixed by public
+  information only; the structure may be private (neighbouring graphs differ by one node
+  *and all its edges*).  Then ``z`` changes only the sub-graphs that contain it: its own
+  (``c = 1/2``, w.p. ``q_b``; a central node is dropped from the others) and, otherwise,
+  those of its central out-neighbours that draw it, ``k ~ Bin(d_z, q_b p)`` with ``d_z`` the
+  number of candidates ``z`` points to.  ``d_z`` is private and, without a bound, as large as
+  ``|V| - 1``: with a constant ``p`` a node with ``d_z > D_pub`` has mean count
+  ``d_z q_b M / D_pub > q_b M``, which Theorem 2's maximum over ``D`` (whose probability
+  shrinks as ``M / D``) does **not** cover (a test shows the RDP exceeding it).  The
+  adjustment: the guarantee is over graphs in which every node has at most ``D_pub``
+  out-neighbours among the candidates (bounded-degree node DP; the sampler refuses other
+  inputs, so neighbours both in the class never differ in that check), and the maximum is
+  over ``d <= D_pub`` of the mixture ``{1/2: q_b, k: (1 - q_b) Bin(k; d, q_b p)}``.  For an
+  integer order ``D_alpha(Q||P) = log E[exp(sum_{i<j} c_i c_j / sigma^2)] / (alpha - 1)``
+  (``c_1..c_alpha`` i.i.d. sensitivities) is non-decreasing in the first-order stochastic
+  order of the sensitivity, and ``Bin(d, r) <=_st Bin(D_pub, r)``, so ``d = D_pub`` is the
+  worst case in that direction; at ``d = D_pub`` the mixture *is* Theorem 2's at
+  ``D = D_pub`` (so this figure never exceeds the S2 one with ``|V| > D_pub``, tested), and
+  ``Bin(D_pub, q_b M / D_pub) <=_cx Poi(q_b M)`` as in item 2 below.  The reverse direction
+  and fractional orders use the numerical maximum over ``d`` (every ``d <= 16``, a
+  geometric grid, ``D_pub``), as for S2.  The count never exceeds ``D_pub``, and the tail is
+  exact: ``(1 - q_b) P[Bin(D_pub, q_b p) > K]``.
+
+Every :class:`PrivacyReport` names its model (``report.model``).
+
 Two things the theorem leaves implicit are handled explicitly here:
 
 1. **The heavy tail.**  Component ``c = k`` has weight about ``lambda^k / k!``
@@ -100,12 +147,14 @@ from .._checks import check_eps, check_int, check_prob, check_real
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "DEGREE_MODELS",
     "HeterPoissonAccountant",
     "MixtureAccountant",
     "PrivacyReport",
     "gaussian_epsilon",
     "heterpoisson_mixture",
     "mog_rdp",
+    "privacy_model",
     "rdp_to_epsilon",
     "tail_bound",
 ]
@@ -115,8 +164,44 @@ DEFAULT_ORDERS = tuple(float(a) for a in np.round(np.concatenate([
     [24.0, 28.0, 32.0, 40.0, 48.0, 64.0]]), 6))
 """Rényi orders scanned by default (1.05 .. 64)."""
 
+DEGREE_MODELS = ("s2_public_degrees", "public_bound")
+"""Neighbouring relations the HeterPoisson accounting is stated for (module docstring)."""
+DEGREE_BOUND_MAX = 2**31 - 1
+
 _TAIL_LOG_TOL = math.log(1e-30)  # truncated mass of the integration domain, relative
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+# ----------------------------------------------------------------------------- models
+def check_degree_model(degree_model, degree_bound) -> tuple[str, int | None]:
+    """Validate ``(degree_model, degree_bound)``: ``degree_bound`` is required (an int in
+    ``[1, 2**31 - 1]``) with ``"public_bound"`` and must be ``None`` with
+    ``"s2_public_degrees"``."""
+    if not isinstance(degree_model, str) or degree_model not in DEGREE_MODELS:
+        raise ValueError(f"degree_model: expected one of {DEGREE_MODELS}, got {degree_model!r}")
+    if degree_model == "public_bound":
+        if degree_bound is None:
+            raise ValueError("degree_bound: required with degree_model='public_bound' "
+                             f"(an int in [1, {DEGREE_BOUND_MAX}])")
+        return degree_model, check_int("degree_bound", degree_bound, 1, DEGREE_BOUND_MAX)
+    if degree_bound is not None:
+        raise ValueError("degree_bound: only used with degree_model='public_bound'; under "
+                         "'s2_public_degrees' the probabilities come from the whole graph's out-degrees")
+    return degree_model, None
+
+
+def privacy_model(degree_model: str = "s2_public_degrees", degree_bound: int | None = None) -> str:
+    """One-line statement of the neighbouring relation a HeterPoisson guarantee holds for."""
+    degree_model, degree_bound = check_degree_model(degree_model, degree_bound)
+    if degree_model == "s2_public_degrees":
+        return ("node-level DP, paper 003 model S2 (Definition 4): the out-degrees of the whole graph are public "
+                "and fixed; neighbouring training graphs G*, G' of the fixed whole graph G differ by one node "
+                "(features, label, edges); D_ot is the out-degree in G. Not a guarantee when the structure "
+                "itself is private")
+    return (f"node-level DP with private structure: neighbouring graphs differ by one node and all its edges; "
+            f"peripheral probability min(1, M / {degree_bound}) from the public degree bound only; holds over "
+            f"graphs in which every node has at most {degree_bound} out-neighbours among the candidate "
+            f"central nodes (the sampler refuses other graphs)")
 
 
 # ----------------------------------------------------------------------------- MoG RDP
@@ -389,7 +474,7 @@ class PrivacyReport:
     Attributes
     ----------
     eps, delta : float
-        The guarantee: node-level ``(eps, delta)``-DP (paper Definition 4).
+        The guarantee: ``(eps, delta)``-DP for the neighbouring relation ``model``.
     sigma : float
         Noise standard deviation in the paper's units (clip norm 0.5).
     T : int
@@ -406,6 +491,8 @@ class PrivacyReport:
         Out-degree ``D`` attaining the maximum at the best order (``inf``: Poisson limit).
     params : dict
         ``q_b``, ``M``, ``num_nodes`` and the numerical settings.
+    model : str
+        The neighbouring relation the guarantee holds for (:func:`privacy_model`).
     """
 
     eps: float
@@ -418,6 +505,7 @@ class PrivacyReport:
     delta_tail: float = 0.0
     worst_degree: float | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    model: str = ""
 
     def __post_init__(self):
         self.eps, self.delta, self.sigma = float(self.eps), float(self.delta), float(self.sigma)
@@ -494,12 +582,19 @@ class MixtureAccountant(_Calibrating):
         Rényi orders, > 1.
     rtol : float
         Relative precision of the numerical integration.
+    model : str
+        The neighbouring relation under which one step's sensitivity has this law; copied
+        into every report (the accountant cannot check it).
     """
 
-    def __init__(self, sensitivities, probs, *, orders=DEFAULT_ORDERS, rtol: float = 1e-10):
+    def __init__(self, sensitivities, probs, *, orders=DEFAULT_ORDERS, rtol: float = 1e-10,
+                 model: str = "a neighbouring relation under which one step's sensitivity has this mixture's law"):
         self.sensitivities, self.probs = _check_mixture(sensitivities, probs)
         self.orders = _check_orders(orders)
         self.rtol = check_real("rtol", rtol, 1e-14, 1e-3)
+        if not isinstance(model, str) or not model:
+            raise TypeError("model: expected a non-empty str naming the neighbouring relation")
+        self.model = model
 
     def rdp(self, sigma: float) -> MoGRDP:
         return mog_rdp(self.sensitivities, self.probs, sigma, self.orders, rtol=self.rtol)
@@ -518,10 +613,10 @@ class MixtureAccountant(_Calibrating):
             else:
                 e, a, _ = _eps_lazy(self.sensitivities, np.log(self.probs)[None, :], [None], sigma, T, delta,
                                     0.0, self.orders, self.rtol)
-            return PrivacyReport(e, delta, sigma, T, "rdp", order=a, params=params)
+            return PrivacyReport(e, delta, sigma, T, "rdp", order=a, params=params, model=self.model)
         if method == "pld":
             e = _pld_eps(self.sensitivities, self.probs, sigma, T, delta, value_discretization_interval)
-            return PrivacyReport(e, delta, sigma, T, "pld", params=params)
+            return PrivacyReport(e, delta, sigma, T, "pld", params=params, model=self.model)
         raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
 
 
@@ -536,13 +631,18 @@ def _pld_eps(c, p, sigma, T, delta, vdi) -> float:
     return float(pld.self_compose(int(T)).get_epsilon_for_delta(float(delta)))
 
 
-def tail_bound(q_b: float, M: float, K: int, num_nodes: int, *, exact_max_degree: int = 20000) -> float:
+def tail_bound(q_b: float, M: float, K: int, num_nodes: int, *, exact_max_degree: int = 20000,
+               degree_bound: int | None = None) -> float:
     """Upper bound on ``(1 - q_b) max_{1 <= D <= num_nodes - 1} P[Bin(D, q_b min(1, M/D)) > K]``,
     the per-step probability that a node is a peripheral node of more than ``K`` sub-graphs.
 
     The larger of the exact maximum over ``D <= min(num_nodes - 1, exact_max_degree)`` and
     the Poisson tail ``P[Poi(q_b M) > K]`` (an upper bound for every ``D`` when
     ``K + 1 >= q_b M + 1``, Anderson & Samuels 1967).
+
+    With ``degree_bound = D_pub`` (``degree_model="public_bound"``) the count is
+    ``Bin(d, q_b min(1, M / D_pub))`` with ``d <= D_pub``, stochastically increasing in ``d``,
+    so the exact ``(1 - q_b) P[Bin(D_pub, q_b min(1, M / D_pub)) > K]`` is returned.
     """
     q_b = check_prob("q_b", q_b, open_low=True)
     M = check_real("M", M, 0.0)
@@ -553,6 +653,9 @@ def tail_bound(q_b: float, M: float, K: int, num_nodes: int, *, exact_max_degree
         raise ValueError(f"K: expected >= q_b * M = {lam}, got {K}")
     if q_b >= 1.0:
         return 0.0
+    if degree_bound is not None:
+        db = check_int("degree_bound", degree_bound, 1, DEGREE_BOUND_MAX)
+        return (1 - q_b) * float(stats.binom.sf(K, db, q_b * min(1.0, M / db)))
     D = np.arange(1, min(n - 1, exact_max_degree) + 1, dtype=np.float64)
     p = q_b * np.minimum(1.0, M / D)
     exact = float(np.max(stats.binom.sf(K, D, p))) if D.size else 0.0
@@ -560,12 +663,17 @@ def tail_bound(q_b: float, M: float, K: int, num_nodes: int, *, exact_max_degree
     return (1 - q_b) * max(exact, pois)
 
 
-def heterpoisson_mixture(q_b: float, M: float, D: float, K: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def heterpoisson_mixture(q_b: float, M: float, D: float, K: int | None = None, *,
+                         degree_bound: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The Theorem 2 mixture for a node of out-degree ``D`` (``inf``: Poisson limit).
 
     Returns ``(sensitivities, probs)`` in the paper's units: ``1/2`` w.p. ``q_b``, ``k`` w.p.
     ``(1 - q_b) Bin(k; D, q_b min(1, M/D))``; with ``K`` the counts ``>= K`` are merged
     into ``k = K`` (the capped mechanism of the module docstring).
+
+    With ``degree_bound = D_pub`` (``degree_model="public_bound"``): ``D`` is the number of
+    candidates the node points to, in ``[1, D_pub]``, and the per-trial probability is the
+    constant ``q_b min(1, M / D_pub)``.
     """
     q_b = check_prob("q_b", q_b, open_low=True)
     M = check_real("M", M, 0.0)
@@ -573,6 +681,10 @@ def heterpoisson_mixture(q_b: float, M: float, D: float, K: int | None = None) -
         raise ValueError(f"M: expected a finite number > 0, got {M}")
     if not (D == math.inf or (float(D).is_integer() and D >= 1)):
         raise ValueError(f"D: expected an integer >= 1 or inf, got {D}")
+    if degree_bound is not None:
+        degree_bound = check_int("degree_bound", degree_bound, 1, DEGREE_BOUND_MAX)
+        if D > degree_bound:
+            raise ValueError(f"D: expected an integer in [1, degree_bound={degree_bound}], got {D}")
     kmax = math.inf if D == math.inf else int(D)
     if K is not None:
         K = check_int("K", K, 1)
@@ -586,7 +698,7 @@ def heterpoisson_mixture(q_b: float, M: float, D: float, K: int | None = None) -
         if K is not None:
             pk[-1] = stats.poisson.sf(K - 1, lam)
     else:
-        p = q_b * min(1.0, M / D)
+        p = q_b * min(1.0, M / (D if degree_bound is None else degree_bound))
         pk = stats.binom.pmf(k, int(D), p)
         if K is not None and K <= kmax:
             pk[-1] = stats.binom.sf(K - 1, int(D), p)
@@ -605,31 +717,46 @@ class HeterPoissonAccountant(_Calibrating):
     M : float
         Neighbourhood multiplier, > 0.
     num_nodes : int
-        ``|V|`` of the whole graph, >= 2: the out-degree maximum is over ``1 .. |V| - 1``.
+        ``|V|`` of the whole graph, >= 2: the out-degree maximum is over ``1 .. |V| - 1``
+        (``"s2_public_degrees"``; unused by ``"public_bound"``, whose maximum is over
+        ``1 .. degree_bound``).
+    degree_model : {"s2_public_degrees", "public_bound"}
+        The neighbouring relation (module docstring): paper 003's model S2 with the whole
+        graph's out-degrees public and fixed (default), or private structure with the
+        sampling probability ``min(1, M / degree_bound)`` and every node pointing to at most
+        ``degree_bound`` candidates.
+    degree_bound : int, optional
+        ``D_pub`` in ``[1, 2**31 - 1]``; required by, and only allowed with,
+        ``degree_model="public_bound"``.
     orders : array_like
         Rényi orders (> 1).
     degrees : {"auto", "all"} or iterable of int
         Out-degrees over which the maximum is taken: ``"auto"`` (every ``D <= 16``, a
         geometric grid to ``|V| - 1`` and the Poisson limit), ``"all"`` (every ``D``, slow),
-        or an explicit list (the Poisson limit is always added).
+        or an explicit list (the Poisson limit is always added).  Under ``"public_bound"``:
+        the same up to ``degree_bound`` (always included), no Poisson limit.
     rtol : float
         Relative precision of the numerical integration.
 
     Notes
     -----
-    See the module docstring for the tail cap ``K`` and the maximisation over ``D``.
+    See the module docstring for the tail cap ``K``, the maximisation over ``D`` and the
+    two degree models.
     """
 
-    def __init__(self, q_b: float, M: float, num_nodes: int, *, orders=DEFAULT_ORDERS,
-                 degrees="auto", rtol: float = 1e-10):
+    def __init__(self, q_b: float, M: float, num_nodes: int, *, degree_model: str = "s2_public_degrees",
+                 degree_bound: int | None = None, orders=DEFAULT_ORDERS, degrees="auto", rtol: float = 1e-10):
         self.q_b = check_prob("q_b", q_b, open_low=True)
         self.M = check_real("M", M, 0.0)
         if self.M <= 0:
             raise ValueError(f"M: expected a finite number > 0, got {M}")
         self.num_nodes = check_int("num_nodes", num_nodes, 2)
+        self.degree_model, self.degree_bound = check_degree_model(degree_model, degree_bound)
+        self.model = privacy_model(self.degree_model, self.degree_bound)
         self.orders = _check_orders(orders)
         self.rtol = check_real("rtol", rtol, 1e-14, 1e-3)
-        dmax = self.num_nodes - 1
+        bounded = self.degree_bound is not None
+        dmax = self.degree_bound if bounded else self.num_nodes - 1
         if isinstance(degrees, str):
             if degrees == "auto":
                 ds = set(range(1, min(dmax, 16) + 1))
@@ -646,14 +773,20 @@ class HeterPoissonAccountant(_Calibrating):
             ds = {check_int("degrees", int(d), 1, dmax) for d in degrees}
             if not ds:
                 raise ValueError("degrees: expected at least one out-degree")
-        self.degrees = sorted(ds) + [math.inf]
+        # the worst case of the bounded model is d = degree_bound (first-order dominance):
+        # always evaluated; S2 adds the supremum over large D, the Poisson limit
+        self.degrees = sorted(ds | {dmax}) if bounded else sorted(ds) + [math.inf]
         self._tail_cache: dict[int, float] = {}
 
     # -- pieces ---------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        return {"q_b": self.q_b, "M": self.M, "num_nodes": self.num_nodes, "degree_model": self.degree_model,
+                "degree_bound": self.degree_bound}
+
     def tail(self, K: int) -> float:
         """Per-step probability bound that a node is peripheral in more than ``K`` sub-graphs."""
         if K not in self._tail_cache:
-            self._tail_cache[K] = tail_bound(self.q_b, self.M, K, self.num_nodes)
+            self._tail_cache[K] = tail_bound(self.q_b, self.M, K, self.num_nodes, degree_bound=self.degree_bound)
         return self._tail_cache[K]
 
     def _k_for(self, T: int, delta: float, eps_hint: float, frac: float) -> int:
@@ -666,7 +799,7 @@ class HeterPoissonAccountant(_Calibrating):
         c = np.concatenate([[0.5], np.arange(K + 1, dtype=np.float64)])
         logw = np.full((len(self.degrees), K + 2), -np.inf)
         for i, D in enumerate(self.degrees):
-            s, p = heterpoisson_mixture(self.q_b, self.M, D, K)
+            s, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
             with np.errstate(divide="ignore"):
                 logw[i, : s.size] = np.log(p)
         return c, logw
@@ -711,12 +844,12 @@ class HeterPoissonAccountant(_Calibrating):
             return self.pld_epsilon(sigma, T, delta, value_discretization_interval=value_discretization_interval)
         if method != "rdp":
             raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
-        params = {"q_b": self.q_b, "M": self.M, "num_nodes": self.num_nodes, "rtol": self.rtol,
-                  "orders": [float(self.orders.min()), float(self.orders.max())]}
+        params = dict(self._params(), rtol=self.rtol, orders=[float(self.orders.min()), float(self.orders.max())])
         if self.q_b >= 1.0:
             rdp, _, _ = self.rdp(sigma, 1)
             e, a = rdp_to_epsilon(self.orders, T * rdp, delta)
-            return PrivacyReport(e, delta, sigma, T, "rdp", order=a, K=0, worst_degree=math.inf, params=params)
+            return PrivacyReport(e, delta, sigma, T, "rdp", order=a, K=0, worst_degree=math.inf, params=params,
+                                 model=self.model)
         results: dict[int, tuple] = {}
         K0 = self._k_for(T, delta, 8.0, 0.1)
         results[K0] = self._eps_rdp(sigma, T, delta, K0)
@@ -729,24 +862,25 @@ class HeterPoissonAccountant(_Calibrating):
         e, a, wd = results[K]
         dt = math.exp(e) * T * self.tail(K) if math.isfinite(e) else 0.0
         return PrivacyReport(e, delta, sigma, T, "rdp", order=a, K=K, delta_tail=dt, worst_degree=wd,
-                             params=params)
+                             params=params, model=self.model)
 
     def pld_epsilon(self, sigma: float, T: int, delta: float, *, degrees=None,
                     value_discretization_interval: float = 1e-3) -> PrivacyReport:
         """Independent figure from ``dp_accounting``'s mixture-of-Gaussians PLD.
 
         The maximum over ``degrees`` (default: ``1``, the worst ``D`` of the RDP scan at this
-        ``sigma`` and the Poisson limit) of the ``T``-fold composed PLD's ``eps(delta')``,
-        with the tail charged to ``delta`` (module docstring).
+        ``sigma`` and the Poisson limit, or ``degree_bound`` under ``"public_bound"``) of the
+        ``T``-fold composed PLD's ``eps(delta')``, with the tail charged to ``delta`` (module
+        docstring).
         """
         sigma = check_eps("sigma", sigma)
         T = _check_T(T)
         delta = check_prob("delta", delta, open_low=True, open_high=True)
-        params = {"q_b": self.q_b, "M": self.M, "num_nodes": self.num_nodes,
-                  "value_discretization_interval": value_discretization_interval}
+        params = dict(self._params(), value_discretization_interval=value_discretization_interval)
         if self.q_b >= 1.0:
             e = _pld_eps(np.array([0.5]), np.array([1.0]), sigma, T, delta, value_discretization_interval)
-            return PrivacyReport(e, delta, sigma, T, "pld", K=0, worst_degree=math.inf, params=params)
+            return PrivacyReport(e, delta, sigma, T, "pld", K=0, worst_degree=math.inf, params=params,
+                                 model=self.model)
         # eps_PLD <= eps_RDP, so a cap K with e^eps_RDP T tail(K) <= 1e-3 delta leaves
         # delta' = delta - e^eps_RDP T tail(K) for the PLD (module docstring)
         ref = self.epsilon(sigma, T, delta)
@@ -755,12 +889,13 @@ class HeterPoissonAccountant(_Calibrating):
         tT = T * self.tail(K)
         if degrees is None:
             wd = ref.worst_degree
-            degrees = sorted({1.0, wd if wd is not None else math.inf, math.inf})
+            top = math.inf if self.degree_bound is None else float(self.degree_bound)
+            degrees = sorted({1.0, wd if wd is not None else top, top})
         for _ in range(4):
             d2 = delta - math.exp(e_ref) * tT
             worst_e, worst_d = -math.inf, None
             for D in degrees:
-                s, p = heterpoisson_mixture(self.q_b, self.M, D, K)
+                s, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
                 e = _pld_eps(s, p, sigma, T, d2, value_discretization_interval)
                 if e > worst_e:
                     worst_e, worst_d = e, D
@@ -773,4 +908,4 @@ class HeterPoissonAccountant(_Calibrating):
                 break
         dt = math.exp(worst_e) * tT if math.isfinite(worst_e) else 0.0
         return PrivacyReport(worst_e, delta, sigma, T, "pld", K=K, delta_tail=dt,
-                             worst_degree=float(worst_d), params=params)
+                             worst_degree=float(worst_d), params=params, model=self.model)

@@ -18,6 +18,21 @@ One step of :class:`HeterPoisson` returns a batch of sub-graphs ``G = {G_i}``:
    removes it from the other sub-graphs, ``overlap="zero"`` keeps it with an all-zero feature
    row, the literal text of line 20.
 
+Which degrees (``degree_model``; the neighbouring relation, see
+:mod:`ldpfast.privacy.accountant`):
+
+* ``"s2_public_degrees"`` (default): ``D_ot(j)`` is the out-degree of ``j`` in the *whole*
+  graph, public and fixed (paper 003's model S2, Definition 4).  When ``data`` is only the
+  training graph (inductive setting), pass the whole graph's out-degrees as ``out_degree``
+  (:func:`out_degrees`); computing them on a graph that changes with the differing node lets
+  that node change other nodes' sampling probabilities.
+* ``"public_bound"`` (``degree_bound = D_pub``): every node joins with the constant
+  probability ``min(1, M / D_pub)``, so a node influences only the sub-graphs that contain
+  it, also when the structure is private.  The guarantee holds over graphs in which every
+  node points to at most ``D_pub`` candidate central nodes; the sampler refuses other
+  graphs (ValueError naming ``degree_bound``).  ``D_pub`` must be fixed without looking at
+  the private graph.
+
 Why ``drop`` is the default: Theorem 2's proof (case 1, Appendix B.1) needs the sub-graphs
 of ``G'`` and ``G*`` to differ in the sub-graph centred on the differing node only.  With
 zeroed features the node still sits in other sub-graphs with its edges, which changes the
@@ -47,9 +62,11 @@ import torch
 from .. import _backend
 from .._checks import check_int, check_prob, check_real
 from ..graph import CSR, to_csr
+from ..privacy.accountant import check_degree_model, privacy_model
 from ..rng import resolve_seed
 
-__all__ = ["HeterPoisson", "SubgraphBatch", "inference_subgraphs", "neighbour_csr"]
+__all__ = ["HeterPoisson", "SubgraphBatch", "candidate_out_degree", "inference_subgraphs", "neighbour_csr",
+           "out_degrees"]
 
 STEP_MAX = 2**32 - 1
 OVERLAP_MODES = ("drop", "zero")
@@ -172,6 +189,28 @@ def _out_degree(csr: CSR) -> torch.Tensor:
     return torch.bincount(csr.col, minlength=csr.num_nodes).to(torch.int64)
 
 
+def out_degrees(data, *, backend: str | None = None) -> torch.Tensor:
+    """``D_ot`` of every node of ``data`` (int64, ``(n,)``; self loops and duplicate edges
+    not counted), Alg. 3 line 5.  Under model S2 call it on the *whole* graph and pass the
+    result (restricted to the training nodes) as ``out_degree`` when sampling on the
+    training graph only."""
+    return _out_degree(neighbour_csr(data, backend=backend))
+
+
+def candidate_out_degree(csr: CSR, cand: torch.Tensor, allow: torch.Tensor | None = None) -> torch.Tensor:
+    """Number of sub-graphs every node can join per step: its out-neighbours among the
+    candidate central nodes (``cand``: bool ``(n,)``), 0 for nodes not allowed as peripheral
+    (``allow``: bool ``(n,)`` or None).  The bound the ``"public_bound"`` model assumes."""
+    n = csr.num_nodes
+    row = torch.repeat_interleave(torch.arange(n), csr.rowptr[1:] - csr.rowptr[:-1])
+    col = csr.col.to(torch.int64)
+    m = cand[row] & (col != row)  # the kernel skips self loops
+    d = torch.bincount(col[m], minlength=n).to(torch.int64)
+    if allow is not None:
+        d = torch.where(allow, d, torch.zeros_like(d))
+    return d
+
+
 def _check_step(step) -> int:
     return check_int("step", step, 0, STEP_MAX)
 
@@ -236,7 +275,7 @@ class HeterPoisson:
         Base sampling rate, in (0, 1]: probability that a candidate becomes a central node.
     M : float
         Neighbourhood sampling multiplier, > 0: a neighbour ``j`` joins with probability
-        ``min(1, M / D_ot(j))``.
+        ``min(1, M / D_ot(j))`` (``min(1, M / degree_bound)`` under ``"public_bound"``).
     seed : int, optional
         64-bit seed; ``None`` draws a fresh one from the OS.  Step ``t``'s batch depends only
         on ``(seed, t)``.
@@ -257,25 +296,39 @@ class HeterPoisson:
         ``True``: the sub-graph induced on ``{i} + N_i`` (Alg. 2 line 10).  ``False``: only
         the edges between the central node and its peripheral nodes (a star).
     out_degree : torch.Tensor, optional
-        ``D_ot`` of every node (int64, ``(n,)``); default the out-degree in ``data``.
+        ``D_ot`` of every node (int64, ``(n,)``, each >= the out-degree in ``data``); default
+        the out-degree in ``data``, which is the whole graph's only when ``data`` is the whole
+        graph.  Only with ``"s2_public_degrees"``.
+    degree_model : {"s2_public_degrees", "public_bound"}
+        Where the peripheral probabilities come from (module docstring).
+    degree_bound : int, optional
+        ``D_pub`` in ``[1, 2**31 - 1]``, required by (and only allowed with)
+        ``"public_bound"``; must be >= every node's number of candidate out-neighbours
+        (:func:`candidate_out_degree`).
     backend : str, optional
         ``"cpp"`` or ``"numba"`` (default automatic).
 
     Notes
     -----
     Privacy: with per-sub-graph clipping to ``C`` and Gaussian noise (Alg. 1), one step is
-    dominated by the mixture of Gaussians of Theorem 2; see
-    :class:`ldpfast.privacy.accountant.HeterPoissonAccountant`.
+    dominated by the mixture of Gaussians of Theorem 2 *for the neighbouring relation*
+    :attr:`privacy_model`; see :class:`ldpfast.privacy.accountant.HeterPoissonAccountant`
+    (same ``degree_model`` / ``degree_bound``).
     """
 
     def __init__(self, data, q_b: float, M: float, seed: int | None = None, *, train_nodes=None,
                  peripheral_nodes=None, hops: int = 1, num_steps: int | None = None,
                  overlap: str = "drop", induced: bool = True, out_degree: torch.Tensor | None = None,
+                 degree_model: str = "s2_public_degrees", degree_bound: int | None = None,
                  backend: str | None = None):
         self.q_b = check_prob("q_b", q_b, open_low=True)
         self.M = check_real("M", M, lo=0.0)
         if self.M <= 0:
             raise ValueError(f"M: expected a finite number > 0, got {M}")
+        self.degree_model, self.degree_bound = check_degree_model(degree_model, degree_bound)
+        if self.degree_model == "public_bound" and out_degree is not None:
+            raise ValueError("out_degree: not used with degree_model='public_bound' (the probabilities must "
+                             "not depend on degrees); leave it None")
         self.seed = resolve_seed(seed)
         hops = check_int("hops", hops, 1)
         if hops != 1:
@@ -308,7 +361,18 @@ class HeterPoisson:
             self.allow_mask = torch.empty(0, dtype=torch.uint8)
         else:
             self.allow_mask = _node_set("peripheral_nodes", peripheral_nodes, n).to(torch.uint8).contiguous()
-        if out_degree is None:
+        if self.degree_model == "public_bound":
+            allow = None if peripheral_nodes is None else self.allow_mask.bool()
+            dc = candidate_out_degree(self.csr, cand, allow)
+            if int(dc.max()) > self.degree_bound:
+                j = int(torch.argmax(dc))
+                raise ValueError(
+                    f"degree_bound: degree_model='public_bound' holds for graphs in which every node points to at "
+                    f"most degree_bound candidate central nodes; node {j} points to {int(dc[j])}, so degree_bound "
+                    f"must be in [{int(dc.max())}, {2**31 - 1}] for this graph, got {self.degree_bound}")
+            # constant D_pub: the kernel's M / deg[j] is then M / D_pub for every node
+            deg = torch.full((n,), self.degree_bound, dtype=torch.int64)
+        elif out_degree is None:
             deg = _out_degree(self.csr)
         else:
             deg = torch.as_tensor(out_degree)
@@ -319,6 +383,20 @@ class HeterPoisson:
             if bool((deg < need).any()):
                 raise ValueError("out_degree: must be >= the out-degree of every node in data")
         self.out_degree = deg.contiguous()
+
+    @property
+    def privacy_model(self) -> str:
+        """The neighbouring relation under which the Theorem 2 accounting of these batches
+        holds (:func:`ldpfast.privacy.accountant.privacy_model`)."""
+        return privacy_model(self.degree_model, self.degree_bound)
+
+    @property
+    def peripheral_prob(self) -> torch.Tensor:
+        """Exact probability (float64, ``(n,)``) that node ``j`` joins the sub-graph of a
+        central node it points to: ``min(1, M / D_ot(j))`` (Alg. 3), ``min(1, M / D_pub)``
+        under ``"public_bound"``."""
+        d = self.out_degree.to(torch.float64)
+        return torch.where(d > 0, torch.clamp(self.M / d.clamp_min(1.0), max=1.0), torch.ones_like(d))
 
     # ------------------------------------------------------------------ sampling
     @property
@@ -373,7 +451,8 @@ class HeterPoisson:
 
     def __repr__(self) -> str:
         return (f"HeterPoisson(q_b={self.q_b:g}, M={self.M:g}, candidates={int(self.candidates.numel())}, "
-                f"num_steps={self.num_steps}, overlap={self.overlap!r}, induced={self.induced})")
+                f"num_steps={self.num_steps}, overlap={self.overlap!r}, induced={self.induced}, "
+                f"degree_model={self.degree_model!r}, degree_bound={self.degree_bound})")
 
 
 def inference_subgraphs(data, nodes, n_test: int, *, peripheral_nodes=None, seed: int | None = None,
