@@ -318,6 +318,19 @@ def test_public_bound_accountant_covers_every_out_degree(q, M, D_pub):
     assert acc.tail(D_pub) == 0.0
 
 
+def test_public_bound_auto_grid_matches_exhaustive_scan():
+    """The default degree grid finds the same maximum as every d <= D_pub (both directions)."""
+    orders = [1.5, 2.0, 4.0, 8.0]
+    kw = {"degree_model": "public_bound", "degree_bound": 120, "orders": orders}
+    a_all = HeterPoissonAccountant(0.25, 2.0, 1000, degrees="all", **kw)
+    a_auto = HeterPoissonAccountant(0.25, 2.0, 1000, **kw)
+    assert a_auto.degrees[-1] == 120 and len(a_auto.degrees) < 40
+    for sigma in (1.5, 4.0):
+        ra, wa, _ = a_all.rdp(sigma, 8)
+        rb, _, _ = a_auto.rdp(sigma, 8)
+        assert np.allclose(ra, rb, rtol=1e-9) and np.all(wa == 120)
+
+
 # --------------------------------------------------------------------------- fit pipeline
 def planted(n=300, seed=0):
     g = torch.Generator().manual_seed(seed)

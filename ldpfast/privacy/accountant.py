@@ -69,7 +69,10 @@ above is a bound only for a neighbouring relation under which those degrees do n
   ``D = D_pub`` (so this figure never exceeds the S2 one with ``|V| > D_pub``, tested), and
   ``Bin(D_pub, q_b M / D_pub) <=_cx Poi(q_b M)`` as in item 2 below.  The reverse direction
   and fractional orders use the numerical maximum over ``d`` (every ``d <= 16``, a
-  geometric grid, ``D_pub``), as for S2.  The count never exceeds ``D_pub``, and the tail is
+  geometric grid, ``D_pub``), as for S2; an exhaustive scan of every ``d <= D_pub`` gave the
+  same maximum, attained at ``d = D_pub`` in every order and both directions, for
+  ``q_b`` 0.23 / 0.54, ``M`` 1 / 4, ``D_pub`` 300 / 709, ``sigma`` 1.5 .. 11 (tests check it
+  exhaustively for small ``D_pub``).  The count never exceeds ``D_pub``, and the tail is
   exact: ``(1 - q_b) P[Bin(D_pub, q_b p) > K]``.
 
 Every :class:`PrivacyReport` names its model (``report.model``).
