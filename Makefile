@@ -1,22 +1,27 @@
-# Developer shortcuts; the README's commands are the supported entry points.
+# Developer shortcuts; the README's commands are the supported entry points.  Like the
+# README, they use an editable install: the checkout is the installed package, with
+# ldpfast._C built into it (`make build` rebuilds it after a change to csrc/).
 PY ?= python
 
-.PHONY: build test lint demo bench-synthetic ci
+.PHONY: build test lint demo bench-synthetic examples ci
 
 build:
-	$(PY) setup.py build_ext --inplace -j 2
+	$(PY) -m pip install -q -e ".[test]"
 
 test: build
-	$(PY) -m pytest -q
+	pytest -q
 
 lint:
-	ruff check ldpfast tests benchmarks
+	ruff check ldpfast tests benchmarks examples
 
 demo: build
-	$(PY) -m ldpfast demo
+	ldpfast demo
 
 bench-synthetic: build
-	$(PY) -m ldpfast bench synthetic --preset orkut
+	ldpfast bench synthetic --preset orkut
+
+examples: build
+	for f in examples/*.py; do $(PY) $$f --quick || exit 1; done
 
 ci:
 	bash .ci/run
