@@ -2,6 +2,7 @@
 
     python benchmarks/bench_propagate.py [--nodes 1000000 --edges 20000000 --dim 64]
                                          [--ks 1 4 16] [--orkut] [--threads 2]
+                                         [--cached [--cached-k 4 --aggr gcn]]
 
 Graph: uniform random undirected edges (or the Orkut-like synthetic graph with --orkut).
 All implementations compute the same K-step mean aggregation without self loops; outputs
@@ -9,7 +10,20 @@ are checked to agree at K = 1 before timing (after many steps float32 results of
 summation orders drift apart by up to ~1e-3 on hubs of degree 10^4, for every library).  Baselines:
 * torch.sparse.mm with a CSR tensor holding the row-normalised adjacency (values 1/deg),
 * PyG SimpleConv(aggr="mean") (scatter-based message passing), K times,
-* torch_sparse.matmul with a SparseTensor, when torch_sparse is installed.
+* torch_sparse.matmul with a SparseTensor, when torch_sparse is installed,
+* torch_scatter.scatter(reduce="mean") over the gathered rows, when torch_scatter is
+  installed (skipped with --skip-pyg: it holds an E x d message tensor, as PyG does).
+Optional baselines that are not installed are skipped with the reason printed.
+
+--cached adds the layer comparison of issue 17 (same run, same graph):
+* adjacency conversion from a PyG edge_index: ldpfast ``graph.as_adj_t`` (the CSR KProp
+  reads), the whole ``KProp(cached=True)`` cache build (CSR + transpose + scales), torch's
+  ``sparse_coo_tensor(...).coalesce().to_sparse_csr()``, PyG ``T.ToSparseTensor()`` and
+  ``torch_sparse.SparseTensor(row=, col=)`` when installed;
+* the layer end to end, forward and forward + backward, for ``KProp(cached=True)``,
+  ``KProp(cached=False)`` (rebuilds its CSR every call), both given the edge_index, against
+  ``torch.sparse.mm`` on a normalised CSR built once (backward: torch's own autograd, and a
+  variant with A^T also built once) and torch_sparse.matmul when installed.
 """
 from __future__ import annotations
 
@@ -22,8 +36,158 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.harness import add_ratios, building, time_call, write_report
-from ldpfast import ops
+from ldpfast import graph, ops
 from ldpfast.graph import to_csr
+
+
+def _optional(name):
+    """Import an optional baseline library, or print why it is skipped and return None."""
+    try:
+        return __import__(name)
+    except ImportError as exc:
+        print(f"[bench_propagate] {name} not installed ({exc}): skipping its baselines "
+              f"(pip install {name.replace('_', '-')} builds it from source, 7-18 min)", flush=True)
+    except Exception as exc:  # noqa: BLE001 - e.g. an extension built against another torch
+        print(f"[bench_propagate] {name} unusable ({type(exc).__name__}: {exc}): skipping its "
+              "baselines", flush=True)
+    return None
+
+
+def _row(case, impl, r, work=None):
+    row = {"case": case, "impl": impl, "median_s": r["median_s"], "min_s": r["min_s"],
+           "max_s": r["max_s"]}
+    if work is not None:
+        row["edges_per_s"] = work / r["median_s"]
+    row["peak_rss_mib"] = r["peak_rss_mib"]
+    row["loadavg_1m"] = r["loadavg_1m"]
+    print(f"{case:44s} {impl:40s} {r['median_s']:.3f} s  (load {r['loadavg_1m']:.1f})", flush=True)
+    return row
+
+
+class _SpmmPrebuilt(torch.autograd.Function):
+    """torch.sparse.mm with A^T also built once for the backward pass (the strongest torch
+    baseline: torch's own autograd transposes A on every backward)."""
+
+    @staticmethod
+    def forward(ctx, h, A, At):
+        ctx.At = At
+        return torch.sparse.mm(A, h)
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.sparse.mm(ctx.At, g), None, None
+
+
+def cached_section(csr, name, a, rows):
+    """Issue 17: conversion from edge_index, and the KProp layer cached / uncached against
+    torch.sparse.mm (and torch_sparse) on an adjacency built once."""
+    from ldpfast.nn import KProp
+
+    n, d, k, aggr = csr.num_nodes, a.dim, a.cached_k, a.aggr
+    ei = csr.to_edge_index().flip(0).contiguous()  # what a PyG user holds (source -> target)
+    E = ei.size(1)
+    tsp = _optional("torch_sparse")
+
+    # --- conversion ------------------------------------------------------------------
+    case = f"{name} convert edge_index (E={E})"
+    ones = torch.ones(E)
+
+    def torch_conv():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.sparse_coo_tensor(ei.flip(0), ones, (n, n)).coalesce().to_sparse_csr()
+
+    def pyg_conv():
+        import torch_geometric.transforms as T
+        from torch_geometric.data import Data
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return T.ToSparseTensor()(Data(edge_index=ei, num_nodes=n)).adj_t
+
+    def cache_build():
+        c = graph.as_adj_t(ei, n)
+        graph.transpose(c)
+        return ops.step_scales(c, k, aggr, False, None, torch.float32)
+
+    convs = {"ldpfast as_adj_t": lambda: graph.as_adj_t(ei, n),
+             "ldpfast KProp cache (CSR+transpose+scales)": cache_build,
+             "torch coo.coalesce().to_sparse_csr()": torch_conv,
+             "pyg T.ToSparseTensor()": pyg_conv}
+    if tsp is not None:
+        convs["torch_sparse SparseTensor(row, col)"] = lambda: tsp.SparseTensor(
+            row=ei[1], col=ei[0], sparse_sizes=(n, n))
+    c0 = graph.as_adj_t(ei, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = torch_conv()
+    assert torch.equal(c0.rowptr, ref.crow_indices()) and torch.equal(c0.col.long(), ref.col_indices())
+    del ref
+    for impl, fn in convs.items():
+        rows.append(_row(case, impl, time_call(fn, repeat=a.repeat, warmup=a.warmup), E))
+
+    # --- the layer ---------------------------------------------------------------------
+    deg = c0.degrees().to(torch.float64)
+    if aggr == "gcn":
+        dinv = torch.where(deg > 0, deg.clamp(min=1).rsqrt(), 0.0)
+        row = torch.repeat_interleave(torch.arange(n), c0.degrees())
+        vals = (dinv[row] * dinv[c0.col.long()]).float()
+        del row
+    elif aggr == "mean":
+        vals = (1.0 / deg.clamp(min=1)).float().repeat_interleave(c0.degrees())
+    else:
+        vals = torch.ones(c0.nnz)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        A = torch.sparse_csr_tensor(c0.rowptr, c0.col.long(), vals, (n, n))
+        At = A.t().to_sparse_csr()  # built once for the prebuilt-transpose baseline
+    st = None
+    if tsp is not None:
+        st = tsp.SparseTensor(rowptr=c0.rowptr, col=c0.col.long(), value=vals, sparse_sizes=(n, n))
+    del c0
+    x = torch.rand(n, d)
+    gy = torch.rand(n, d)
+    cached, plain = KProp(k=k, aggr=aggr, cached=True), KProp(k=k, aggr=aggr)
+
+    def spmm(h):
+        for _ in range(k):
+            h = torch.sparse.mm(A, h)
+        return h
+
+    def spmm_pre(h):
+        for _ in range(k):
+            h = _SpmmPrebuilt.apply(h, A, At)
+        return h
+
+    def tsp_mm(h):
+        for _ in range(k):
+            h = tsp.matmul(st, h)
+        return h
+
+    # same function: the cached layer agrees with torch at K = k (float32 rounding)
+    torch.testing.assert_close(cached(x, ei), spmm(x), rtol=1e-3, atol=1e-4)
+    layers = {"ldpfast KProp(cached=True)": lambda h: cached(h, ei),
+              "ldpfast KProp(cached=False)": lambda h: plain(h, ei),
+              "torch.sparse.mm(csr built once)": spmm}
+    if st is not None:
+        layers["torch_sparse.matmul(built once)"] = tsp_mm
+    case = f"{name} layer fwd d={d} K={k} {aggr}"
+    for impl, f in layers.items():
+        rows.append(_row(case, impl, time_call(lambda f=f: f(x), repeat=a.repeat, warmup=a.warmup),
+                         c_nnz(A) * k))
+    layers["torch.sparse.mm(csr, A^T built once)"] = spmm_pre
+    case = f"{name} layer fwd+bwd d={d} K={k} {aggr}"
+    for impl, f in layers.items():
+        def step(f=f):
+            h = x.detach().requires_grad_(True)
+            f(h).backward(gy)
+            return h.grad
+        rows.append(_row(case, impl, time_call(step, repeat=a.repeat, warmup=a.warmup),
+                         2 * c_nnz(A) * k))
+
+
+def c_nnz(A):
+    return int(A.col_indices().numel())
 
 
 def make_graph(n, e, seed=0):
@@ -43,6 +207,11 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1, help="untimed calls first (0 for --orkut)")
     p.add_argument("--skip-pyg", action="store_true")
+    p.add_argument("--cached", action="store_true",
+                   help="also: conversion times and the KProp layer cached / uncached (issue 17)")
+    p.add_argument("--cached-k", type=int, default=4, help="K of the --cached layer comparison")
+    p.add_argument("--aggr", default="gcn", choices=list(ops.AGGRS),
+                   help="aggregation of the --cached layer comparison (KProp's default: gcn)")
     p.add_argument("--out", default="results")
     a = p.parse_args(argv)
     import ldpfast
@@ -67,13 +236,15 @@ def main(argv=None):
         warnings.simplefilter("ignore")  # torch's "sparse CSR is beta" / invariant-check notes
         A = torch.sparse_csr_tensor(csr.rowptr, csr.col.to(torch.int64), vals, (n, n))
     ei = csr.to_edge_index().flip(0) if not a.skip_pyg else None
-    try:
-        import torch_sparse
-
+    torch_sparse = _optional("torch_sparse")
+    st = None
+    if torch_sparse is not None:
         st = torch_sparse.SparseTensor(rowptr=csr.rowptr, col=csr.col.to(torch.int64), value=vals,
                                        sparse_sizes=(n, n))
-    except ImportError:
-        st = None
+    torch_scatter = _optional("torch_scatter") if ei is not None else None
+    if ei is None:
+        print("[bench_propagate] --skip-pyg: PyG SimpleConv and torch_scatter (E x d message "
+              "tensors) skipped", flush=True)
     rows = []
     for k in a.ks:
         case = f"{name} d={d} K={k}"
@@ -110,13 +281,17 @@ def main(argv=None):
                     h = torch_sparse.matmul(st, h)
                 return h
             impls["torch_sparse"] = tsp
+        if torch_scatter is not None:
+            def tsc(k=k):
+                h = x
+                for _ in range(k):
+                    h = torch_scatter.scatter(h[ei[0]], ei[1], dim=0, dim_size=n, reduce="mean")
+                return h
+            impls["torch_scatter mean"] = tsc
         for impl, fn in impls.items():
-            r = time_call(fn, repeat=a.repeat, warmup=a.warmup)
-            rows.append({"case": case, "impl": impl, "median_s": r["median_s"],
-                         "min_s": r["min_s"], "max_s": r["max_s"],
-                         "edges_per_s": csr.nnz * k / r["median_s"],
-                         "peak_rss_mib": r["peak_rss_mib"]})
-            print(f"{case:40s} {impl:22s} {r['median_s']:.3f} s", flush=True)
+            rows.append(_row(case, impl, time_call(fn, repeat=a.repeat, warmup=a.warmup), csr.nnz * k))
+    if a.cached:
+        cached_section(csr, name, a, rows)
     add_ratios(rows)
     write_report(f"bench_propagate_{name}", rows, a.out)
 

@@ -4,8 +4,9 @@
   the peak resident memory reached during the timed calls (Linux: the VmHWM high-water
   mark is reset before the call by writing 5 to /proc/self/clear_refs, so each case
   gets its own peak; elsewhere the process-wide ru_maxrss is reported).
-* :func:`write_report` — JSON (machine-readable, with environment facts) and a markdown
-  table, to ``results/`` by default.
+* :func:`write_report` — JSON (machine-readable, with environment facts: CPU model, core
+  count, cache sizes, load average, library versions) and a markdown table, to
+  ``results/`` by default.
 
 Ratios are always computed between implementations measured in the same run.
 """
@@ -106,7 +107,57 @@ def time_call(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> dic
         "repeat": repeat,
         "peak_rss_mib": current_peak_rss_mib(),
         "base_rss_mib": base,
+        "loadavg_1m": load_average()[0],  # other processes on the cores inflate the times
     }
+
+
+def load_average() -> tuple[float, float, float]:
+    """1, 5 and 15 minute load averages (NaN where the OS does not report them)."""
+    try:
+        return os.getloadavg()
+    except (OSError, AttributeError):
+        return (float("nan"),) * 3
+
+
+def cpu_info() -> dict:
+    """CPU model, logical / physical core counts and cache sizes (Linux sysfs; best effort)."""
+    info: dict = {"model": platform.processor() or platform.machine(), "logical_cores": os.cpu_count()}
+    try:
+        phys = set()
+        for block in Path("/proc/cpuinfo").read_text().split("\n\n"):
+            fields = dict(line.split(":", 1) for line in block.splitlines() if ":" in line)
+            fields = {k.strip(): v.strip() for k, v in fields.items()}
+            if "model name" in fields:
+                info["model"] = fields["model name"]
+                # VMs often hide the marketing name ("AMD EPYC"): family/model identify the core
+                info["family_model_stepping"] = "/".join(
+                    fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
+                flags = fields.get("flags", "").split()
+                info["simd"] = [f for f in ("avx2", "fma", "avx512f") if f in flags]
+            if "physical id" in fields and "core id" in fields:
+                phys.add((fields["physical id"], fields["core id"]))
+        if phys:
+            info["physical_cores"] = len(phys)
+    except OSError:
+        pass
+    try:
+        info["affinity_cores"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        pass
+    caches = {}
+    for d in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (d / "level").read_text().strip()
+            kind = (d / "type").read_text().strip()
+            size = (d / "size").read_text().strip()
+            shared = (d / "shared_cpu_list").read_text().strip()
+        except OSError:
+            continue
+        tag = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        caches[f"L{level}{tag}"] = f"{size} (shared by cpus {shared})"
+    if caches:
+        info["caches"] = caches
+    return info
 
 
 def environment() -> dict:
@@ -117,6 +168,8 @@ def environment() -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_info(),
+        "loadavg_1_5_15m": load_average(),
         "numpy": np.__version__,
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
@@ -127,6 +180,13 @@ def environment() -> dict:
         env["torch_threads"] = torch.get_num_threads()
     except ImportError:
         pass
+    for mod in ("torch_geometric", "torch_sparse", "torch_scatter"):
+        try:
+            env[mod] = __import__(mod).__version__
+        except ImportError:
+            env[mod] = "not installed"
+        except Exception as exc:  # noqa: BLE001 - a broken optional extension: record why
+            env[mod] = f"unusable: {type(exc).__name__}: {exc}"
     try:
         import ldpfast
 

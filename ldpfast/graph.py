@@ -1,8 +1,13 @@
-"""Graph helpers: PyG ``edge_index`` <-> CSR in O(|E| + n), cleaning, degrees.
+"""Graph helpers: PyG adjacency formats <-> CSR in O(|E| + n), cleaning, degrees.
 
 Kernels (``csrc/cpu/graph.cpp``, Numba twin ``ldpfast/_numba/graph.py``) use a counting
 sort, so conversion is linear in the number of edges; ``rowptr`` is always int64 so graphs
 with more than 2**31 edges are supported, ``col`` is int32 when ``num_nodes < 2**31``.
+
+:func:`as_adj_t` reads every adjacency a PyG user holds (``edge_index`` with an optional
+``edge_weight``, torch sparse COO / CSR / CSC tensors such as the ``adj_t`` of
+``T.ToSparseTensor()``, ``torch_sparse.SparseTensor``, :class:`CSR`) into the one CSR the
+propagation kernels read, following PyG's ``adj_t`` convention (see its docstring).
 """
 from __future__ import annotations
 
@@ -28,11 +33,16 @@ class CSR:
     col : torch.Tensor
         int32 (``num_nodes < 2**31``) or int64, shape ``(nnz,)``.
     num_nodes : int
+    value : torch.Tensor, optional
+        float32 / float64 edge weights aligned with ``col`` (``None``: every weight is 1).
+        Only the propagation functions (:mod:`ldpfast.ops`, :class:`ldpfast.nn.KProp`)
+        read it; the edge mechanisms treat a CSR as an unweighted graph.
     """
 
     rowptr: torch.Tensor
     col: torch.Tensor
     num_nodes: int
+    value: torch.Tensor | None = None
 
     @property
     def nnz(self) -> int:
@@ -48,28 +58,99 @@ class CSR:
         return torch.stack([row, self.col.to(torch.int64)])
 
 
-def _check_edge_index(edge_index, num_nodes):
-    if not isinstance(edge_index, torch.Tensor):
-        raise TypeError(f"edge_index: expected a torch.Tensor, got {type(edge_index).__name__}")
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"edge_index: expected shape (2, E), got {tuple(edge_index.shape)}")
-    if edge_index.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"edge_index: expected an integer tensor, got {edge_index.dtype}")
+def _check_num_nodes(num_nodes):
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)):
         raise TypeError(f"num_nodes: expected an int, got {type(num_nodes).__name__}")
     if num_nodes < 0:
         raise ValueError(f"num_nodes: expected >= 0, got {num_nodes}")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-        raise ValueError(
-            f"edge_index: node ids must lie in [0, num_nodes={num_nodes}), got range "
-            f"[{int(edge_index.min())}, {int(edge_index.max())}]"
-        )
+
+
+def _range_error(name, index, num_nodes):
+    return ValueError(
+        f"{name}: node ids must lie in [0, num_nodes={num_nodes}), got range "
+        f"[{int(index.min())}, {int(index.max())}]"
+    )
+
+
+def _check_edge_index(edge_index, num_nodes, name="edge_index", check_range=True):
+    if not isinstance(edge_index, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(edge_index).__name__}")
+    if edge_index.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense (2, E) tensor, got layout {edge_index.layout}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"{name}: expected shape (2, E), got {tuple(edge_index.shape)}")
+    if edge_index.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{name}: expected an int32/int64 tensor, got {edge_index.dtype}")
+    _check_num_nodes(num_nodes)
+    if check_range and edge_index.numel() and (
+            int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise _range_error(name, edge_index, num_nodes)
+
+
+def _value_dtype(dtype, name):
+    # float32 / float64 weights are kept as they are; anything else real becomes float64
+    # (exact for integer weights up to 2**53).
+    if dtype in (torch.float32, torch.float64):
+        return dtype
+    if dtype.is_complex:
+        raise TypeError(f"{name}: expected real edge weights, got {dtype}")
+    return torch.float64
+
+
+def _check_edge_weight(w):
+    if not isinstance(w, torch.Tensor) or w.layout != torch.strided:
+        raise TypeError(f"edge_weight: expected a dense torch.Tensor, got {type(w).__name__}")
+    if not w.is_floating_point():
+        raise TypeError(f"edge_weight: expected a floating-point tensor (one weight per edge), got {w.dtype}")
+
+
+def _check_weight(w, nnz, name):
+    if w.dim() != 1 or w.numel() != nnz:
+        raise ValueError(f"{name}: expected shape ({nnz},) (one weight per edge), got {tuple(w.shape)}")
+    if w.requires_grad:
+        raise ValueError(f"{name}: gradients with respect to edge weights are not supported; "
+                         "pass a tensor that does not require grad (e.g. .detach())")
+    if w.numel() and not bool(torch.isfinite(w).all()):
+        raise ValueError(f"{name}: edge weights must be finite (found NaN or inf)")
+
+
+def _build(row, colv, val, num_nodes, name, *, drop_self_loops=True, dedup=True, backend=None):
+    """CSR with rows ``row`` and columns ``colv`` (1-D int64 CPU tensors), weights ``val``."""
+    n = int(num_nodes)
+    row = row.contiguous()
+    colv = colv.contiguous()
+    col_dtype = torch.int32 if n <= INT32_MAX else torch.int64
+    rowptr = torch.empty(n + 1, dtype=torch.int64)
+    col = torch.empty(row.numel(), dtype=col_dtype)
+    k = _backend.get("cpu", backend)
+    vout = None
+    if val is not None:
+        val = val.contiguous()
+        vout = torch.empty_like(val)
+    try:
+        k.coo_to_csr(row.numpy(), colv.numpy(), n, rowptr.numpy(), col.numpy(),
+                     None if val is None else val.numpy(), None if vout is None else vout.numpy())
+    except IndexError:
+        bad = row if row.numel() and (int(row.min()) < 0 or int(row.max()) >= n) else colv
+        raise _range_error(name, bad, n) from None
+    if dedup or drop_self_loops:
+        if not dedup:
+            raise ValueError("drop_self_loops without dedup is not supported; pass dedup=True")
+        nnz = k.csr_sort_unique(rowptr.numpy(), col.numpy(), bool(drop_self_loops),
+                                None if vout is None else vout.numpy())
+        col = col[:nnz].clone()
+        if vout is not None:
+            vout = vout[:nnz].clone()
+    else:
+        vout = _sort_rows_only(rowptr, col, vout)
+    return CSR(rowptr, col, n, vout)
 
 
 def to_csr(
     edge_index: torch.Tensor,
     num_nodes: int,
     *,
+    edge_weight: torch.Tensor | None = None,
     symmetrize: bool = False,
     drop_self_loops: bool = True,
     dedup: bool = True,
@@ -77,12 +158,19 @@ def to_csr(
 ) -> CSR:
     """Convert a PyG ``edge_index`` to sorted CSR in O(|E| + n).
 
+    Row ``i`` of the result lists the targets of the edges ``i -> j`` (source-major).  For
+    the CSR that propagation reads (row ``i`` = the nodes whose messages ``i`` receives)
+    use :func:`as_adj_t`.
+
     Parameters
     ----------
     edge_index : torch.Tensor
         (2, E) integer tensor of directed edges ``src -> dst``.
     num_nodes : int
         Number of nodes; every id must be in ``[0, num_nodes)``.
+    edge_weight : torch.Tensor, optional
+        (E,) real weights, stored as :attr:`CSR.value`; repeated edges get the sum of
+        their weights (summed in edge order, as ``torch.Tensor.coalesce``).
     symmetrize : bool
         Add the reverse of every edge (undirected graph).
     drop_self_loops, dedup : bool
@@ -90,32 +178,229 @@ def to_csr(
     backend : str, optional
         'cpp' or 'numba' (default: automatic, see :mod:`ldpfast._backend`).
     """
-    _check_edge_index(edge_index, num_nodes)
-    ei = edge_index.detach().to("cpu", torch.int64)
+    # The id range is checked by the kernel's counting pass (no extra min/max pass); the
+    # range message is computed only when it fails.
+    _check_edge_index(edge_index, num_nodes, check_range=False)
+    ei = edge_index.detach()
+    if ei.device.type != "cpu":
+        raise ValueError(f"edge_index: expected a CPU tensor, got device {ei.device}")
+    ei = ei.to(torch.int64)
+    val = None
+    if edge_weight is not None:
+        _check_edge_weight(edge_weight)
+        if edge_weight.device != ei.device:
+            raise ValueError(f"edge_weight: expected device {ei.device} (as edge_index), "
+                             f"got {edge_weight.device}")
+        _check_weight(edge_weight, ei.size(1), "edge_weight")
+        val = edge_weight.to(_value_dtype(edge_weight.dtype, "edge_weight"))
     if symmetrize:
         ei = torch.cat([ei, ei.flip(0)], dim=1)
-    src = ei[0].contiguous().numpy()
-    dst = ei[1].contiguous().numpy()
-    col_dtype = torch.int32 if num_nodes <= INT32_MAX else torch.int64
-    rowptr = torch.empty(num_nodes + 1, dtype=torch.int64)
-    col = torch.empty(src.shape[0], dtype=col_dtype)
-    k = _backend.get("cpu", backend)
-    k.coo_to_csr(src, dst, int(num_nodes), rowptr.numpy(), col.numpy())
-    if dedup or drop_self_loops:
-        if not dedup:
-            raise ValueError("drop_self_loops without dedup is not supported; pass dedup=True")
-        nnz = k.csr_sort_unique(rowptr.numpy(), col.numpy(), bool(drop_self_loops))
-        col = col[:nnz].clone()
-    else:
-        _sort_rows_only(rowptr, col)
-    return CSR(rowptr, col, int(num_nodes))
+        if val is not None:
+            val = torch.cat([val, val])
+    return _build(ei[0], ei[1], val, num_nodes, "edge_index", drop_self_loops=drop_self_loops,
+                  dedup=dedup, backend=backend)
 
 
-def _sort_rows_only(rowptr, col):
+def _sort_rows_only(rowptr, col, val=None):
     # Rare path (keep duplicates): sort by (row, col) with a stable key sort.
     row = torch.repeat_interleave(torch.arange(rowptr.numel() - 1), rowptr[1:] - rowptr[:-1])
     key = row * (int(col.max()) + 1 if col.numel() else 1) + col.to(torch.int64)
-    col.copy_(col[torch.argsort(key, stable=True)])
+    order = torch.argsort(key, stable=True)
+    col.copy_(col[order])
+    return None if val is None else val[order]
+
+
+def transpose(csr: CSR, *, backend: str | None = None) -> CSR:
+    """CSR of A^T in O(|E| + n) (counting sort); rows sorted, values carried along."""
+    n = csr.num_nodes
+    orp = torch.empty(n + 1, dtype=torch.int64)
+    oc = torch.empty_like(csr.col)
+    perm = None if csr.value is None else torch.empty(csr.nnz, dtype=torch.int64)
+    k = _backend.get("cpu", backend)
+    k.csr_transpose_perm(csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy(), orp.numpy(),
+                         oc.numpy(), None if perm is None else perm.numpy())
+    return CSR(orp, oc, n, None if perm is None else csr.value[perm])
+
+
+def _is_sparse_tensor_like(adj) -> bool:
+    """A ``torch_sparse.SparseTensor`` (or an object with its API), without importing it."""
+    if isinstance(adj, torch.Tensor):
+        return False
+    try:  # optional dependency: used when installed, never required
+        from torch_sparse import SparseTensor
+    except ImportError:
+        SparseTensor = None
+    if SparseTensor is not None and isinstance(adj, SparseTensor):
+        return True
+    return all(callable(getattr(adj, a, None)) for a in ("csr", "sparse_sizes")) and hasattr(adj, "storage")
+
+
+def _same_device(tensors, device, name):
+    for t in tensors:
+        if t is not None and t.device != device:
+            raise ValueError(f"{name}: expected tensors on {device} (the device of x), got {t.device}; "
+                             "move the adjacency and x to the same device")
+    if device.type != "cpu":
+        raise ValueError(f"{name}: only CPU tensors are supported for propagation so far, got {device}")
+
+
+def _from_rowptr(rowptr, col, val, n, name, backend):
+    """Clean a target-major CSR given by (rowptr, col, values): sort rows, sum repeated
+    entries, drop self loops; inputs are copied, never modified."""
+    if rowptr.dim() != 1 or rowptr.numel() != n + 1:
+        raise ValueError(f"{name}: expected {n + 1} row pointers (num_nodes + 1), got {rowptr.numel()}")
+    nnz = col.numel()
+    rp = rowptr.to(torch.int64, copy=True)
+    if int(rp[0]) != 0 or int(rp[-1]) != nnz or bool((rp[1:] < rp[:-1]).any()):
+        raise ValueError(f"{name}: malformed row pointers (expected non-decreasing from 0 to nnz={nnz})")
+    if nnz:
+        lo, hi = torch.aminmax(col)
+        if int(lo) < 0 or int(hi) >= n:
+            raise ValueError(f"{name}: column ids must lie in [0, {n}), got range [{int(lo)}, {int(hi)}]")
+    c = col.to(torch.int32 if n <= INT32_MAX else torch.int64, copy=True).contiguous()
+    v = None
+    if val is not None:
+        _check_weight(val, nnz, f"{name} values")
+        v = val.to(_value_dtype(val.dtype, f"{name} values"), copy=True).contiguous()
+    k = _backend.get("cpu", backend)
+    m = k.csr_sort_unique(rp.numpy(), c.numpy(), True, None if v is None else v.numpy())
+    return CSR(rp, c[:m].clone(), n, None if v is None else v[:m].clone())
+
+
+def _unit_to_none(csr: CSR) -> CSR:
+    # All weights exactly 1: the unweighted kernel gives the same bits, one load fewer.
+    if csr.value is not None and bool((csr.value == 1).all()):
+        return CSR(csr.rowptr, csr.col, csr.num_nodes, None)
+    return csr
+
+
+def as_adj_t(adj, num_nodes: int, *, edge_weight: torch.Tensor | None = None,
+             backend: str | None = None, device: torch.device | str = "cpu") -> CSR:
+    """The propagation CSR of any PyG adjacency: row ``i`` lists the nodes whose messages
+    node ``i`` receives (PyG's ``adj_t``, ``flow="source_to_target"``).
+
+    Parameters
+    ----------
+    adj
+        One of
+
+        * ``edge_index``: a (2, E) int32/int64 tensor of edges ``source -> target``
+          (``edge_index[0]`` sends to ``edge_index[1]``; a PyG ``EdgeIndex`` too);
+        * a torch sparse COO / CSR / CSC tensor of shape (num_nodes, num_nodes) read as
+          ``adj_t``: entry ``(i, j)`` means ``j -> i`` (what ``T.ToSparseTensor()`` stores
+          in ``data.adj_t``; with torch_sparse absent it is a torch sparse CSR tensor);
+        * a ``torch_sparse.SparseTensor`` (``adj_t`` as above), used through its
+          ``csr()`` / ``sparse_sizes()`` accessors when torch_sparse is installed;
+        * an :class:`CSR` in the same target-major convention (used as it is, no copy).
+    num_nodes : int
+        Number of nodes (``x.size(0)``); sparse inputs must be (num_nodes, num_nodes).
+    edge_weight : torch.Tensor, optional
+        (E,) real weights of ``edge_index`` (only with an ``edge_index``: sparse inputs
+        carry their weights as values).
+    backend : str, optional
+        'cpp' or 'numba' for the conversion kernels.
+    device : torch.device or str
+        Device every adjacency tensor must be on (that of ``x``); CPU only for now.
+
+    Returns
+    -------
+    CSR
+        Sorted rows, no self loops (KProp aggregates over ``N(v) - {v}``; self loops are
+        the ``self_loops`` / ``add_self_loops`` switch of the propagation), no repeated
+        entries.  Weighted inputs (``edge_weight``, sparse values) keep their values with
+        repeated entries summed, as ``coalesce()`` does; when every resulting weight is
+        exactly 1 the values are dropped (same result, faster kernel).  An unweighted
+        ``edge_index`` is a set of edges: a repeated edge counts once.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A format, shape, dtype or device that is not one of the above, with the argument
+        named; nothing is modified.
+    """
+    _check_num_nodes(num_nodes)
+    n = int(num_nodes)
+    device = torch.device(device)
+    if edge_weight is not None and not (isinstance(adj, torch.Tensor) and adj.layout == torch.strided):
+        raise ValueError("edge_weight: only with an edge_index; a sparse adjacency carries its "
+                         "weights as its values")
+    if isinstance(adj, CSR):
+        if adj.num_nodes != n:
+            raise ValueError(f"adj: CSR has {adj.num_nodes} nodes, expected num_nodes={n}")
+        _check_csr(adj, "adj")
+        _same_device([adj.rowptr, adj.col, adj.value], device, "adj")
+        return adj
+    if _is_sparse_tensor_like(adj):
+        sizes = tuple(int(s) for s in adj.sparse_sizes())
+        if sizes != (n, n):
+            raise ValueError(f"adj: expected a ({n}, {n}) SparseTensor (num_nodes = x.size(0)), got {sizes}")
+        rowptr, col, val = adj.csr()
+        if val is not None and val.dim() != 1:
+            raise ValueError(f"adj: expected scalar edge values, got values of shape {tuple(val.shape)}")
+        _same_device([rowptr, col, val], device, "adj")
+        return _unit_to_none(_from_rowptr(rowptr, col, val, n, "adj", backend))
+    if not isinstance(adj, torch.Tensor):
+        raise TypeError(
+            "adj: expected an edge_index (2, E) integer tensor, a torch sparse COO/CSR/CSC tensor, "
+            f"a torch_sparse.SparseTensor or an ldpfast.graph.CSR, got {type(adj).__name__}")
+    if type(adj) is not torch.Tensor:  # PyG's EdgeIndex and other subclasses: plain view
+        adj = adj.as_subclass(torch.Tensor)
+    layout = adj.layout
+    if layout == torch.strided:
+        if adj.is_floating_point() and adj.dim() == 2 and adj.size(0) == adj.size(1) and adj.size(0) != 2:
+            raise TypeError("adj: dense adjacency matrices are not supported; pass edge_index, "
+                            "or adj.to_sparse_csr()")
+        _check_edge_index(adj, n, name="edge_index", check_range=False)
+        _same_device([adj], device, "edge_index")
+        val = None
+        if edge_weight is not None:
+            _check_edge_weight(edge_weight)
+            _same_device([edge_weight], device, "edge_weight")
+            _check_weight(edge_weight, adj.size(1), "edge_weight")
+            val = edge_weight.to(_value_dtype(edge_weight.dtype, "edge_weight"))
+        ei = adj.detach().to(torch.int64)
+        # Row = target, column = source: messages flow edge_index[0] -> edge_index[1].
+        return _unit_to_none(_build(ei[1], ei[0], val, n, "edge_index", backend=backend))
+    if layout not in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        raise TypeError(f"adj: sparse layout {layout} is not supported; expected sparse_coo, "
+                        "sparse_csr or sparse_csc (e.g. adj.to_sparse_csr())")
+    if adj.dim() != 2 or tuple(adj.shape) != (n, n):
+        raise ValueError(f"adj: expected a ({n}, {n}) sparse matrix (num_nodes = x.size(0)) "
+                         f"with scalar values, got shape {tuple(adj.shape)}")
+    if adj.requires_grad:
+        raise ValueError("adj: gradients with respect to the adjacency values are not supported; "
+                         "pass adj.detach()")
+    if layout == torch.sparse_coo:
+        idx, val = adj._indices(), adj._values()
+        _same_device([idx, val], device, "adj")
+        if val.dim() != 1:
+            raise ValueError(f"adj: expected scalar values, got values of shape {tuple(val.shape)}")
+        _check_weight(val, idx.size(1), "adj values")
+        val = val.to(_value_dtype(val.dtype, "adj values"))
+        # Row i of adj_t already lists the sources of i; duplicates are summed.
+        return _unit_to_none(_build(idx[0], idx[1], val, n, "adj", backend=backend))
+    if layout == torch.sparse_csr:
+        rowptr, col, val = adj.crow_indices(), adj.col_indices(), adj.values()
+        _same_device([rowptr, col, val], device, "adj")
+        return _unit_to_none(_from_rowptr(rowptr, col, val, n, "adj", backend))
+    # CSC of adj_t = CSR of adj (source-major): clean it, then transpose.
+    ccol, row, val = adj.ccol_indices(), adj.row_indices(), adj.values()
+    _same_device([ccol, row, val], device, "adj")
+    return _unit_to_none(transpose(_from_rowptr(ccol, row, val, n, "adj", backend), backend=backend))
+
+
+def _check_csr(csr: CSR, name: str) -> None:
+    """Cheap structural checks of an ldpfast CSR (O(1); rows are trusted as built)."""
+    n = csr.num_nodes
+    if csr.rowptr.dtype != torch.int64 or csr.rowptr.shape != (n + 1,):
+        raise ValueError(f"{name}: rowptr must be int64 of shape ({n + 1},)")
+    if csr.col.dtype not in (torch.int32, torch.int64) or csr.col.dim() != 1:
+        raise ValueError(f"{name}: col must be a 1-D int32/int64 tensor")
+    if int(csr.rowptr[-1]) != csr.col.numel():
+        raise ValueError(f"{name}: rowptr[-1] = {int(csr.rowptr[-1])} but col has {csr.col.numel()} entries")
+    if csr.value is not None and (csr.value.shape != csr.col.shape
+                                  or csr.value.dtype not in (torch.float32, torch.float64)):
+        raise ValueError(f"{name}: value must be float32/float64 with one entry per col entry")
 
 
 def clean_edge_index(edge_index: torch.Tensor, num_nodes: int, *, symmetrize: bool = True,

@@ -23,49 +23,88 @@ contributes at step t > 1 if it received at least one contribution at step t - 1
 "mean" always divides by the number of neighbours that actually carry a value, and
 multi-hop paths through unlabelled nodes are kept.  For "add" and "gcn" this is the same
 as zeroing the masked rows of ``x`` once.
+
+Adjacency formats (see :func:`ldpfast.graph.as_adj_t`): ``edge_index`` (+ ``edge_weight``),
+torch sparse COO / CSR / CSC (PyG's ``adj_t``), ``torch_sparse.SparseTensor`` and
+:class:`ldpfast.graph.CSR`, all read with PyG's ``flow="source_to_target"``: node ``i``
+aggregates the nodes ``j`` with an edge ``j -> i`` (row ``i`` of ``adj_t``).
+
+Weighted adjacency (``edge_weight`` or sparse values ``w_ji`` of the edge ``j -> i``), as
+PyG's ``gcn_norm`` and ``SimpleConv`` define it:
+
+* ``"add"``:  y_i = sum_j w_ji x_j
+* ``"mean"``: y_i = (1 / c_i) sum_j w_ji x_j with c_i the number of contributing neighbours
+  (PyG's mean of the weighted messages ``w_ji x_j``)
+* ``"gcn"``:  y_i = sum_j w_ji x_j / sqrt(deg_i deg_j) with the weighted in-degree
+  deg_i = sum_j w_ji (+ 1 with self loops; a self loop has weight 1, as ``gcn_norm``)
+
+The kernel takes the weight of each entry as a factor ``w * b[j]`` (``spmm_scaled``'s
+``val``); without weights the unweighted kernel runs unchanged.  Gradients flow to ``x``
+only, not to the edge weights (asking for them is an error).
 """
 from __future__ import annotations
 
 import torch
 
 from . import _backend
+from . import graph as _graph
 from ._checks import check_int
-from .graph import CSR, to_csr
+from .graph import CSR
 
 AGGRS = ("mean", "add", "gcn")
 
 
+def _np(t):
+    return None if t is None else t.numpy()
+
+
 def _step(csr: CSR, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, self_loop: bool,
-          backend: str | None) -> torch.Tensor:
+          backend: str | None, val: torch.Tensor | None = None) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
     k = _backend.get("cpu", backend)
     k.spmm_scaled(csr.rowptr.numpy(), csr.col.numpy(), a.numpy(), b.numpy(), x.numpy(),
-                  y.numpy(), bool(self_loop))
+                  y.numpy(), bool(self_loop), _np(val))
     return y
 
 
+def _values(csr: CSR, dtype: torch.dtype) -> torch.Tensor | None:
+    """The CSR's weights in the dtype of x (None when unweighted)."""
+    if csr.value is None:
+        return None
+    return csr.value.to(dtype).contiguous()
+
+
 def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tensor | None,
-                dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+                dtype: torch.dtype, backend: str | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The per-step (a, b) vectors of :func:`propagate` (see the module docstring)."""
     n = csr.num_nodes
-    deg = csr.degrees().to(torch.float64) + (1.0 if self_loops else 0.0)
+    cnt_all = csr.degrees().to(torch.float64) + (1.0 if self_loops else 0.0)
     ones = torch.ones(n, dtype=torch.float64)
     m = ones if mask is None else mask.to(torch.float64)
     scales = []
     if aggr in ("add", "gcn"):
+        deg = cnt_all
+        if aggr == "gcn" and csr.value is not None:
+            # Weighted in-degree sum_j w_ji (+1 for the self loop), by the kernel itself.
+            val = csr.value.to(torch.float64)
+            deg = _step(csr, ones, ones, ones[:, None], self_loops, backend, val)[:, 0]
+            if bool((deg < 0).any()):
+                raise ValueError("edge_weight: aggr='gcn' needs non-negative weighted degrees "
+                                 "(sum of the weights into each node)")
         # Rows that received nothing are zero, so masking them again changes nothing:
         # only the first step needs the mask.
-        a = ones if aggr == "add" else torch.where(deg > 0, deg.clamp(min=1).rsqrt(), 0.0)
+        a = ones if aggr == "add" else torch.where(deg > 0, deg.clamp(min=1e-300).rsqrt(), 0.0)
         for t in range(k):
             b = a if aggr == "gcn" else ones
             scales.append((a.to(dtype), (b * m if t == 0 else b).to(dtype)))
         return scales
     for _ in range(k):
         if bool((m == 1).all()):
-            cnt = deg  # every neighbour contributes
+            cnt = cnt_all  # every neighbour contributes
         else:
-            cnt = _step(csr, ones, m, m[:, None], self_loops, None)[:, 0]
+            # Unweighted count of the contributing neighbours (PyG's mean divides by it).
+            cnt = _step(csr, ones, m, m[:, None], self_loops, backend)[:, 0]
         a = torch.where(cnt > 0, 1.0 / cnt.clamp(min=1), 0.0)
         scales.append((a.to(dtype), m.to(dtype)))
         m = (cnt > 0).to(torch.float64)  # who carries a value after this step
@@ -74,62 +113,79 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
 
 class _Propagate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, csr, csr_t_fn, scales, self_loops, backend):
+    def forward(ctx, x, csr, val, t_fn, scales, self_loops, backend):
         y = x.detach()
         for a, b in scales:
-            y = _step(csr, a, b, y, self_loops, backend)
-        ctx.csr_t_fn, ctx.scales, ctx.self_loops, ctx.backend = csr_t_fn, scales, self_loops, backend
+            y = _step(csr, a, b, y, self_loops, backend, val)
+        ctx.t_fn, ctx.scales, ctx.self_loops, ctx.backend = t_fn, scales, self_loops, backend
         return y
 
     @staticmethod
     def backward(ctx, gy):
-        csr_t = ctx.csr_t_fn()
+        csr_t, val_t = ctx.t_fn()  # (A^T, its values in the dtype of x)
         g = gy.contiguous()
         for a, b in reversed(ctx.scales):
-            g = _step(csr_t, b, a, g, ctx.self_loops, ctx.backend)
-        return g, None, None, None, None, None
+            g = _step(csr_t, b, a, g, ctx.self_loops, ctx.backend, val_t)
+        return g, None, None, None, None, None, None
 
 
-def _validate(csr, x, k, aggr, mask):
-    if not isinstance(csr, CSR):
-        raise TypeError(f"csr: expected an ldpfast.graph.CSR, got {type(csr).__name__}")
+def check_x(x, name: str = "x") -> None:
+    """x: a 2-D float32/float64 CPU tensor."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 2 or x.size(0) != csr.num_nodes:
-        raise ValueError(f"x: expected shape (num_nodes={csr.num_nodes}, d), got {tuple(x.shape)}")
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name}: expected a dense tensor, got layout {x.layout}")
+    if x.dim() != 2:
+        raise ValueError(f"{name}: expected shape (num_nodes, d), got {tuple(x.shape)}")
     if x.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"x: expected float32 or float64, got {x.dtype}")
+        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
     if x.device.type != "cpu":
-        raise ValueError("x: CUDA propagation is not available yet; use a CPU tensor")
-    check_int("k", k, 0, 1024)
+        raise ValueError(f"{name}: CUDA propagation is not available yet; use a CPU tensor (got {x.device})")
+
+
+def check_args(n: int, k, aggr, mask) -> int:
+    k = check_int("k", k, 0, 1024)
     if aggr not in AGGRS:
         raise ValueError(f"aggr: expected one of {AGGRS}, got {aggr!r}")
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             raise TypeError("mask: expected a bool tensor of shape (num_nodes,)")
-        if mask.shape != (csr.num_nodes,):
-            raise ValueError(f"mask: expected shape ({csr.num_nodes},), got {tuple(mask.shape)}")
+        if mask.shape != (n,):
+            raise ValueError(f"mask: expected shape ({n},), got {tuple(mask.shape)}")
+        if mask.device.type != "cpu":
+            raise ValueError(f"mask: expected a CPU tensor (as x), got {mask.device}")
+    return k
 
 
-def transpose(csr: CSR) -> CSR:
-    """CSR of A^T (O(|E|) counting sort)."""
-    ei = csr.to_edge_index()
-    return to_csr(ei.flip(0), csr.num_nodes, drop_self_loops=False)
+def transpose(csr: CSR, backend: str | None = None) -> CSR:
+    """CSR of A^T (O(|E|) counting sort, values carried along)."""
+    return _graph.transpose(csr, backend=backend)
 
 
-def propagate(csr: CSR, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: bool = False,
-              mask: torch.Tensor | None = None, *, csr_t: CSR | None = None,
-              backend: str | None = None) -> torch.Tensor:
+def run(csr: CSR, x: torch.Tensor, scales, self_loops: bool, t_fn, backend: str | None = None,
+        val: torch.Tensor | None = None) -> torch.Tensor:
+    """Apply prepared steps (``step_scales``) under autograd; ``t_fn()`` returns
+    ``(csr of A^T, its values in x's dtype)`` for the backward pass.  Used by
+    :func:`propagate` and by :class:`ldpfast.nn.KProp` with ``cached=True``."""
+    return _Propagate.apply(x, csr, val, t_fn, scales, self_loops, backend)
+
+
+def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: bool = False,
+              mask: torch.Tensor | None = None, *, edge_weight: torch.Tensor | None = None,
+              csr_t: CSR | None = None, backend: str | None = None) -> torch.Tensor:
     """K-step propagation ``h(x, G; K)`` (LPGNN Algorithm 2), differentiable.
 
     Parameters
     ----------
-    csr : CSR
-        Row ``i`` lists the neighbours whose values node ``i`` aggregates (for a PyG
-        ``edge_index`` with messages source -> target, that is the CSR of
-        ``edge_index.flip(0)``; for undirected graphs the CSR of ``edge_index`` itself).
+    adj : edge_index, torch sparse tensor, torch_sparse.SparseTensor or CSR
+        The graph, in any format of :func:`ldpfast.graph.as_adj_t`.  Node ``i``
+        aggregates the nodes ``j`` with an edge ``j -> i``: the sources of
+        ``edge_index`` (PyG's ``flow="source_to_target"``), row ``i`` of a sparse
+        ``adj_t``, row ``i`` of a :class:`CSR` (for an undirected graph the CSR of
+        ``edge_index`` itself).  Self loops in ``edge_index`` / sparse inputs are dropped
+        (use ``self_loops``); a CSR is used as it is.
     x : Tensor
-        (n, d) float32 / float64 node values.
+        (n, d) float32 / float64 node values (CPU).
     k : int
         Number of steps K >= 0 (K = 0 returns ``x`` masked).
     aggr : {"mean", "add", "gcn"}
@@ -137,18 +193,39 @@ def propagate(csr: CSR, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_lo
         Aggregate over N(v) + {v} instead of N(v) - {v} (default False, as KProp).
     mask : bool Tensor, optional
         Nodes that contribute at the first step (the rest send zeros).
+    edge_weight : Tensor, optional
+        (E,) weights of an ``edge_index`` (see the module docstring for the weighted
+        aggregations); sparse inputs carry their weights as values.
     csr_t : CSR, optional
-        CSR of A^T for the backward pass (computed on demand when omitted; pass ``csr`` for
-        a symmetric graph).
+        CSR of A^T for the backward pass (computed on demand when omitted; pass ``csr``
+        for a symmetric graph).  Must carry the transposed weights of a weighted graph.
+    backend : str, optional
+        'cpp' or 'numba'.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad ``x``, ``k``, ``aggr``, ``mask``, adjacency or ``edge_weight`` (format, shape,
+        dtype, device), named in the message.
     """
-    _validate(csr, x, k, aggr, mask)
+    check_x(x)
+    n = x.size(0)
+    k = check_args(n, k, aggr, mask)
+    csr = _graph.as_adj_t(adj, n, edge_weight=edge_weight, backend=backend, device=x.device)
+    if csr_t is not None:
+        if not isinstance(csr_t, CSR):
+            raise TypeError(f"csr_t: expected an ldpfast.graph.CSR, got {type(csr_t).__name__}")
+        if csr_t.num_nodes != n or csr_t.nnz != csr.nnz or (csr_t.value is None) != (csr.value is None):
+            raise ValueError("csr_t: expected the transpose of the adjacency (same nodes, entries "
+                             "and weightedness)")
+        _graph._check_csr(csr_t, "csr_t")
     if k == 0:
         return x if mask is None else x * mask[:, None].to(x.dtype)
-    scales = step_scales(csr, k, aggr, self_loops, mask, x.dtype)
-    if csr_t is not None:
-        def csr_t_fn():
-            return csr_t
-    else:
-        def csr_t_fn():
-            return transpose(csr)
-    return _Propagate.apply(x, csr, csr_t_fn, scales, self_loops, backend)
+    scales = step_scales(csr, k, aggr, self_loops, mask, x.dtype, backend)
+    dtype = x.dtype
+
+    def t_fn():
+        t = csr_t if csr_t is not None else transpose(csr, backend)
+        return t, _values(t, dtype)
+
+    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype))

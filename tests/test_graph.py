@@ -82,3 +82,48 @@ def test_bad_types():
         graph.to_csr(torch.zeros(2, 1, dtype=torch.long), 2.0)
     with pytest.raises(ValueError, match="num_nodes"):
         graph.to_csr(torch.zeros(2, 0, dtype=torch.long), -1)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_parallel_counting_sort_is_thread_count_independent(threads, weighted):
+    # Large enough for the chunked (parallel) counting sort; the Numba twin is serial, so
+    # equality with it proves the chunked order is the stable serial order.
+    g = torch.Generator().manual_seed(4)
+    n, e = 5000, 200_000
+    ei = torch.randint(0, n, (2, e), generator=g)
+    w = torch.rand(e, generator=g, dtype=torch.float64) if weighted else None
+    out = {}
+    for nt in (1, 2):
+        threads(nt)
+        c = graph.to_csr(ei, n, edge_weight=w, dedup=True, drop_self_loops=False, backend="cpp")
+        out[nt] = (c, graph.transpose(c, backend="cpp"))
+    ref = graph.to_csr(ei, n, edge_weight=w, drop_self_loops=False, backend="numba")
+    ref_t = graph.transpose(ref, backend="numba")
+    for c, t in out.values():
+        for a, b in ((c, ref), (t, ref_t)):
+            assert torch.equal(a.rowptr, b.rowptr) and torch.equal(a.col, b.col)
+            assert (a.value is None) == (not weighted)
+            if weighted:
+                assert torch.equal(a.value, b.value)
+    # the transpose is the transpose
+    assert torch.equal(graph.transpose(out[2][1]).col, out[2][0].col)
+
+
+def test_to_csr_keeps_stable_edge_order_within_rows(threads):
+    # dedup=False keeps every entry; the counting sort must keep edge order within a row
+    # before the (stable) row sort, whatever the thread count.
+    g = torch.Generator().manual_seed(5)
+    n, e = 1000, 100_000
+    ei = torch.randint(0, n, (2, e), generator=g)
+    w = torch.arange(e, dtype=torch.float64)
+    threads(2)
+    c = graph.to_csr(ei, n, edge_weight=w, dedup=False, drop_self_loops=False)
+    key = ei[0] * n + ei[1]
+    order = torch.argsort(key, stable=True)
+    assert torch.equal(c.col.long(), ei[1][order]) and torch.equal(c.value, w[order])
+
+
+def test_transpose_rejects_out_of_range_col():
+    bad = graph.CSR(torch.tensor([0, 1, 1]), torch.tensor([5], dtype=torch.int32), 2)
+    with pytest.raises(IndexError, match="col"):
+        graph.transpose(bad)

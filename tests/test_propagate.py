@@ -126,3 +126,26 @@ def test_bad_input():
         ops.propagate(csr, x, 1, mask=torch.ones(csr.num_nodes))
     with pytest.raises(ValueError, match="aggr"):
         KProp(k=2, aggr="sum")
+
+
+def test_bench_propagate_cached_tiny(tmp_path):
+    """The --cached section runs end to end on a tiny graph (timings are never asserted)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import bench_propagate
+
+    bench_propagate.main(["--nodes", "1500", "--edges", "12000", "--dim", "8", "--ks", "1",
+                          "--repeat", "1", "--warmup", "1", "--skip-pyg", "--cached",
+                          "--out", str(tmp_path)])
+    (report,) = tmp_path.glob("bench_propagate_*.json")
+    payload = json.loads(report.read_text())
+    impls = {r["impl"] for r in payload["rows"]}
+    assert {"ldpfast KProp(cached=True)", "ldpfast KProp(cached=False)",
+            "torch.sparse.mm(csr built once)", "torch coo.coalesce().to_sparse_csr()",
+            "ldpfast as_adj_t"} <= impls
+    cpu = payload["environment"]["cpu"]
+    assert cpu["logical_cores"] >= 1 and "model" in cpu
+    assert len(payload["environment"]["loadavg_1_5_15m"]) == 3

@@ -1,9 +1,10 @@
 // Scaled sparse propagation, the building block of KProp (LPGNN Algorithm 2) and of the
 // masked multi-hop aggregation of RGNN (Algorithms 1-2):
 //
-//     y[i, :] = a[i] * ( sum_{j in N(i)} b[j] * x[j, :]  +  [self_loop] b[i] * x[i, :] )
+//     y[i, :] = a[i] * ( sum_{j in N(i)} w_ij b[j] * x[j, :]  +  [self_loop] b[i] * x[i, :] )
 //
-// i.e. y = diag(a) (A [+ I]) diag(b) x.  Mean / add / GCN normalisation and node masks are
+// i.e. y = diag(a) (A [+ I]) diag(b) x, with w_ij = 1 (unweighted) or the CSR values
+// (weighted adjacency, e.g. PyG's edge_weight; per-edge factor w = val[k] * b[j]).  Mean / add / GCN normalisation and node masks are
 // all expressed through a and b (ldpfast/ops.py), and the backward pass is the same kernel
 // on A^T with a and b swapped.  Row-parallel over CSR; each output row is written by one
 // thread in a fixed order, so results are identical for any thread count.
@@ -20,9 +21,10 @@ namespace ldp {
 // element is self loop, then neighbours in CSR order, whatever W is, so the result does not
 // depend on the blocking (and matches the Numba twin bit for bit).  UNIT_B skips the b[j]
 // load (one more random access per edge) when b is all ones, as for mean / add without mask.
-template <int W, bool UNIT_B, class T, class C>
+// VAL reads the per-edge value (weighted adjacency); the unweighted path is unchanged.
+template <int W, bool UNIT_B, bool VAL, class T, class C>
 static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* __restrict__ rp,
-                              const C* __restrict__ col, const T* __restrict__ a,
+                              const C* __restrict__ col, const T* __restrict__ val, const T* __restrict__ a,
                               const T* __restrict__ bs, const T* __restrict__ x, T* __restrict__ y,
                               bool self_loop) {
     constexpr int64_t PF = 8;  // neighbours ahead
@@ -42,7 +44,12 @@ static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* _
         }
         const int64_t j = (int64_t)col[k];
         const T* xj = x + j * d + f0;
-        if (UNIT_B) {
+        if (VAL) {
+            // val[k] * 1 == val[k] exactly, so UNIT_B changes nothing but the load.
+            const T w = UNIT_B ? val[k] : val[k] * bs[j];
+            if (w == 0) continue;
+            for (int f = 0; f < W; ++f) acc[f] += w * xj[f];
+        } else if (UNIT_B) {
             for (int f = 0; f < W; ++f) acc[f] += xj[f];
         } else {
             const T w = bs[j];
@@ -60,29 +67,29 @@ static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* _
 
 // Rows [b, e): each row's features are covered by the widest compile-time blocks that fit
 // (64 floats / 32 doubles = 8 AVX2 registers, then halving down to 1).
-template <bool UNIT_B, class T, class C>
+template <bool UNIT_B, bool VAL, class T, class C>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void spmm_rows(int64_t b, int64_t e, const int64_t* __restrict__ rp, const C* __restrict__ col,
-                      const T* __restrict__ a, const T* __restrict__ bs, const T* __restrict__ x,
+                      const T* __restrict__ val, const T* __restrict__ a, const T* __restrict__ bs, const T* __restrict__ x,
                       T* __restrict__ y, int64_t d, bool self_loop) {
     constexpr int WMAX = 256 / (int)sizeof(T);
     for (int64_t i = b; i < e; ++i) {
         int64_t f0 = 0;
-        for (; f0 + WMAX <= d; f0 += WMAX) spmm_block<WMAX, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop);
-        if (f0 + 32 <= d && WMAX > 32) { spmm_block<32, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 32; }
-        if (f0 + 16 <= d) { spmm_block<16, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 16; }
-        if (f0 + 8 <= d) { spmm_block<8, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 8; }
-        if (f0 + 4 <= d) { spmm_block<4, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 4; }
-        if (f0 + 2 <= d) { spmm_block<2, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop); f0 += 2; }
-        if (f0 + 1 <= d) spmm_block<1, UNIT_B>(i, f0, d, rp, col, a, bs, x, y, self_loop);
+        for (; f0 + WMAX <= d; f0 += WMAX) spmm_block<WMAX, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop);
+        if (f0 + 32 <= d && WMAX > 32) { spmm_block<32, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 32; }
+        if (f0 + 16 <= d) { spmm_block<16, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 16; }
+        if (f0 + 8 <= d) { spmm_block<8, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 8; }
+        if (f0 + 4 <= d) { spmm_block<4, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 4; }
+        if (f0 + 2 <= d) { spmm_block<2, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 2; }
+        if (f0 + 1 <= d) spmm_block<1, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop);
     }
 }
 
 template <class T, class C>
-static void spmm_t(py::array& rowptr, const C* c, py::array& a, py::array& bs, py::array& x, py::array& y,
-                   bool self_loop) {
+static void spmm_t(py::array& rowptr, const C* c, py::object& val, py::array& a, py::array& bs, py::array& x,
+                   py::array& y, bool self_loop) {
     int64_t n = rowptr.size() - 1;
     if (x.ndim() != 2 || y.ndim() != 2) throw std::invalid_argument("x, y: expected 2-D arrays");
     int64_t d = x.shape(1);
@@ -91,6 +98,13 @@ static void spmm_t(py::array& rowptr, const C* c, py::array& a, py::array& bs, p
     check_size(a, n, "a");
     check_size(bs, n, "b");
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    const T* pv = nullptr;
+    py::array va;
+    if (!val.is_none()) {
+        va = val;
+        check_size(va, rp[n], "val");
+        pv = cdata_ptr<T>(va, "val");  // same dtype as x
+    }
     const T* pa = cdata_ptr<T>(a, "a");
     const T* pb = cdata_ptr<T>(bs, "b");
     const T* px = cdata_ptr<T>(x, "x");
@@ -98,23 +112,30 @@ static void spmm_t(py::array& rowptr, const C* c, py::array& a, py::array& bs, p
     py::gil_scoped_release nogil;
     const bool unit_b = std::all_of(pb, pb + n, [](T v) { return v == T(1); });
     parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) {
-        if (unit_b) spmm_rows<true, T, C>(b, e, rp, c, pa, pb, px, py_, d, self_loop);
-        else spmm_rows<false, T, C>(b, e, rp, c, pa, pb, px, py_, d, self_loop);
+        if (pv) {
+            if (unit_b) spmm_rows<true, true, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+            else spmm_rows<false, true, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+        } else {
+            if (unit_b) spmm_rows<true, false, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+            else spmm_rows<false, false, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+        }
     });
 }
 
 static void spmm_scaled(py::array rowptr, py::array col, py::array a, py::array b, py::array x, py::array y,
-                        bool self_loop) {
+                        bool self_loop, py::object val) {
     with_index(col, "col", [&](auto c) {
         using C = index_t<decltype(c)>;
-        if (py::isinstance<carray<float>>(x)) spmm_t<float, C>(rowptr, c, a, b, x, y, self_loop);
-        else if (py::isinstance<carray<double>>(x)) spmm_t<double, C>(rowptr, c, a, b, x, y, self_loop);
+        if (py::isinstance<carray<float>>(x)) spmm_t<float, C>(rowptr, c, val, a, b, x, y, self_loop);
+        else if (py::isinstance<carray<double>>(x)) spmm_t<double, C>(rowptr, c, val, a, b, x, y, self_loop);
         else throw std::invalid_argument("x: expected float32 or float64");
     });
 }
 
 void register_propagate(py::module_& m) {
-    m.def("spmm_scaled", &spmm_scaled, "y = diag(a) (A [+I]) diag(b) x over CSR (float32/float64)");
+    m.def("spmm_scaled", &spmm_scaled, "y = diag(a) (A [+I]) diag(b) x over CSR (float32/float64), A weighted by val",
+          py::arg("rowptr"), py::arg("col"), py::arg("a"), py::arg("b"), py::arg("x"), py::arg("y"),
+          py::arg("self_loop"), py::arg("val") = py::none());
 }
 
 }  // namespace ldp
