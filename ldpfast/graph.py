@@ -138,9 +138,10 @@ def _build(row, colv, val, num_nodes, name, *, drop_self_loops=True, dedup=True,
             raise ValueError("drop_self_loops without dedup is not supported; pass dedup=True")
         nnz = k.csr_sort_unique(rowptr.numpy(), col.numpy(), bool(drop_self_loops),
                                 None if vout is None else vout.numpy())
-        col = col[:nnz].clone()
-        if vout is not None:
-            vout = vout[:nnz].clone()
+        if nnz != col.numel():  # shrink to fit (nothing to copy when nothing was merged)
+            col = col[:nnz].clone()
+            if vout is not None:
+                vout = vout[:nnz].clone()
     else:
         vout = _sort_rows_only(rowptr, col, vout)
     return CSR(rowptr, col, n, vout)
@@ -257,14 +258,25 @@ def _from_rowptr(rowptr, col, val, n, name, backend):
         lo, hi = torch.aminmax(col)
         if int(lo) < 0 or int(hi) >= n:
             raise ValueError(f"{name}: column ids must lie in [0, {n}), got range [{int(lo)}, {int(hi)}]")
-    c = col.to(torch.int32 if n <= INT32_MAX else torch.int64, copy=True).contiguous()
-    v = None
+    cdt = torch.int32 if n <= INT32_MAX else torch.int64
+    c = col.to(cdt, copy=True).contiguous()
+    k = _backend.get("cpu", backend)
     if val is not None:
         _check_weight(val, nnz, f"{name} values")
+        if bool((val == 1).all()):
+            # Unit values (PyG's adj_t without edge_weight): the cheaper unweighted sort
+            # gives the same graph unless it merged or dropped entries, and then the
+            # weighted pass below (which sums repeated entries) runs on fresh copies.
+            m = k.csr_sort_unique(rp.numpy(), c.numpy(), True, None)
+            if m == nnz:
+                return CSR(rp, c, n, None)
+            rp = rowptr.to(torch.int64, copy=True)
+            c = col.to(cdt, copy=True).contiguous()
         v = val.to(_value_dtype(val.dtype, f"{name} values"), copy=True).contiguous()
-    k = _backend.get("cpu", backend)
-    m = k.csr_sort_unique(rp.numpy(), c.numpy(), True, None if v is None else v.numpy())
-    return CSR(rp, c[:m].clone(), n, None if v is None else v[:m].clone())
+        m = k.csr_sort_unique(rp.numpy(), c.numpy(), True, v.numpy())
+        return CSR(rp, c[:m].clone(), n, v[:m].clone())
+    m = k.csr_sort_unique(rp.numpy(), c.numpy(), True, None)
+    return CSR(rp, c if m == nnz else c[:m].clone(), n, None)
 
 
 def _unit_to_none(csr: CSR) -> CSR:
@@ -307,10 +319,12 @@ def as_adj_t(adj, num_nodes: int, *, edge_weight: torch.Tensor | None = None,
     CSR
         Sorted rows, no self loops (KProp aggregates over ``N(v) - {v}``; self loops are
         the ``self_loops`` / ``add_self_loops`` switch of the propagation), no repeated
-        entries.  Weighted inputs (``edge_weight``, sparse values) keep their values with
-        repeated entries summed, as ``coalesce()`` does; when every resulting weight is
-        exactly 1 the values are dropped (same result, faster kernel).  An unweighted
-        ``edge_index`` is a set of edges: a repeated edge counts once.
+        entries.  Sparse inputs and ``edge_weight`` are weighted: repeated entries are
+        summed, as ``coalesce()`` and ``torch.sparse.mm`` do (a ``SparseTensor`` without
+        values weighs each entry 1); when every resulting weight is exactly 1 the values
+        are dropped (same result, faster kernel).  An ``edge_index`` without
+        ``edge_weight`` is a set of edges: a repeated edge counts once (``N(v)`` is a set),
+        which is the one case where formats differ, and only on multigraphs.
 
     Raises
     ------
@@ -335,7 +349,9 @@ def as_adj_t(adj, num_nodes: int, *, edge_weight: torch.Tensor | None = None,
         if sizes != (n, n):
             raise ValueError(f"adj: expected a ({n}, {n}) SparseTensor (num_nodes = x.size(0)), got {sizes}")
         rowptr, col, val = adj.csr()
-        if val is not None and val.dim() != 1:
+        if val is None:  # no values: every entry weighs 1 (repeated entries still add up)
+            val = torch.ones(col.numel(), dtype=torch.float32, device=col.device)
+        if val.dim() != 1:
             raise ValueError(f"adj: expected scalar edge values, got values of shape {tuple(val.shape)}")
         _same_device([rowptr, col, val], device, "adj")
         return _unit_to_none(_from_rowptr(rowptr, col, val, n, "adj", backend))

@@ -194,6 +194,16 @@ def test_self_loops_and_duplicates():
         csr = torch.sparse_csr_tensor(torch.tensor([0, 1, 2, 5]), torch.tensor([2, 0, 1, 2, 1]),
                                       torch.tensor([1.0, 1.0, 2.0, 5.0, 3.0]), (3, 3))
     assert ops.propagate(csr, x, 1, "add").flatten().tolist() == [100.0, 1.0, 50.0]
+    # unit values (PyG's adj_t without edge_weight) with a repeated entry and a self loop:
+    # still summed, as torch.sparse.mm would
+    rp, cols = torch.tensor([0, 1, 2, 5]), torch.tensor([2, 0, 1, 2, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ones = torch.sparse_csr_tensor(rp, cols, torch.ones(5), (3, 3))
+    assert ops.propagate(ones, x, 1, "add").flatten().tolist() == [100.0, 1.0, 20.0]
+    fake = FakeSparseTensor(rp, cols, None, (3, 3))
+    assert ops.propagate(fake, x, 1, "add").flatten().tolist() == [100.0, 1.0, 20.0]
+    assert graph.as_adj_t(ones, 3).value.tolist() == [1.0, 1.0, 2.0]
 
 
 def test_unit_weights_are_unweighted():
