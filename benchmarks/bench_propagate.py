@@ -171,8 +171,13 @@ def cached_section(csr, name, a, rows):
               "torch.sparse.mm(csr built once)": spmm}
     if st is not None:
         layers["torch_sparse.matmul(built once)"] = tsp_mm
+    # The weighted kernel (one more load per edge): random weights, forward only.
+    ew = torch.rand(E) + 0.5
+    weighted = KProp(k=k, aggr=aggr, cached=True)
+    fwd = dict(layers)
+    fwd["ldpfast KProp(cached=True, edge_weight)"] = lambda h: weighted(h, ei, ew)
     case = f"{name} layer fwd d={d} K={k} {aggr}"
-    for impl, f in layers.items():
+    for impl, f in fwd.items():
         rows.append(_row(case, impl, time_call(lambda f=f: f(x), repeat=a.repeat, warmup=a.warmup),
                          c_nnz(A) * k))
     layers["torch.sparse.mm(csr, A^T built once)"] = spmm_pre
