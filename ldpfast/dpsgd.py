@@ -378,7 +378,9 @@ class DPOptimizer:
         Alg. 1 line 10.  Dividing by the *expected*, not the realised, number of sub-graphs
         keeps the update a post-processing of the noisy sum.
     seed : int, optional
-        Seed of the noise generator (``None``: from the OS).
+        Seed of the noise generator (``None``: from the OS).  Whoever knows it can rebuild the
+        noise and subtract it, so keep it secret: no report or ledger entry records it (the
+        optimizer's ``generator``, like any PRNG state, does: do not publish the optimizer).
     secure_mode : bool
         Draw each noise coordinate as the normalised sum of 4 Gaussians from a generator
         seeded by ``secrets`` (Opacus' mitigation of floating-point attacks on Gaussian
