@@ -84,7 +84,9 @@ def cached_section(csr, name, a, rows):
     from ldpfast.nn import KProp
 
     n, d, k, aggr = csr.num_nodes, a.dim, a.cached_k, a.aggr
-    ei = csr.to_edge_index().flip(0).contiguous()  # what a PyG user holds (source -> target)
+    # What a PyG user holds: a coalesced edge_index, sorted by source (the graph is
+    # symmetric, so both directions are there); KProp buckets it by target.
+    ei = csr.to_edge_index()
     E = ei.size(1)
     tsp = _optional("torch_sparse")
 
