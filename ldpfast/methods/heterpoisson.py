@@ -48,9 +48,8 @@ the ledger entry; :mod:`ldpfast.privacy.accountant`):
 Inference on test nodes only reads test nodes and the model.  In the transductive setting
 non-training nodes may be peripheral nodes, so they are treated as public.  The random 80/20
 split is part of the experimental protocol, not of the mechanism (it depends on ``|V|``),
-and the default ``q_b = expected_batch_size / #training nodes`` and the normaliser
-``q_b * #training nodes`` treat the number of training nodes as public (pass ``q_b`` to fix
-the rate independently of it).
+and the default ``q_b = expected_batch_size / #training nodes`` treats the number of
+training nodes as public (pass ``q_b`` to fix the rate independently of it).
 No report, ledger entry or settings dict holds the seed: whoever keeps it can rebuild the
 noise, so reproducibility stays with the caller.
 """
