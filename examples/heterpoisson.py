@@ -97,8 +97,8 @@ def main(argv=None) -> int:
         pred = model(test.x, test.edge_index)[test.center].argmax(1)
     acc = float((pred == test.y).float().mean())
     spent = accountant.epsilon(sigma, steps, delta)
-    print(f"privacy spent: ({spent.eps:.3f}, {delta:.2e}) node-level DP after {steps} steps "
-          f"(RDP order {spent.order})")
+    print(f"privacy spent: ({spent.eps:.3f}, {delta:.2e}) after {steps} steps "
+          f"(RDP order {spent.order})\n  under: {spent.model}")
     print(f"test accuracy {acc:.3f}")
     return 0
 

@@ -22,7 +22,8 @@ class Spent:
     guarantee : str
         e.g. ``"eps-LDP"``, ``"edge eps-LDP"``, ``"(eps, delta) node-DP"``.
     params : dict
-        The parameters used (``m``, ``eps_x``, ``seed``...), for reproducibility.
+        The public parameters used (``m``, ``eps_x``, ...).  Never the seed: it rebuilds
+        the noise, so it stays with the caller.
     """
 
     mechanism: str
