@@ -3,17 +3,56 @@
 Kernels take torch CUDA tensors by pointer and run on torch's current stream; outputs are
 allocated by the caller (like the C++ kernels).  Compiled with ``--fmad=false`` so float
 results round exactly like the CPU build (``-ffp-contract=off``): same seed, same bits.
-CuPy caches compiled modules on disk (``~/.cupy/kernel_cache``).
 
-Covered so far: the RNG fills (``rng.cu``) and propagation (``propagate.cu``).  Status and
-GPU test results: see the CUDA issue notes.
+Source assembly (:func:`program`, used by the runtime and by the NVRTC test): the quoted
+``#include``s of a ``.cu`` file are inlined recursively, each file once, resolved relative
+to the including file as nvcc does, with ``#line`` markers so compiler messages name the
+original file and line.  Two reasons: NVRTC resolves ``"../common/philox.h"`` against its
+include path, not against a file (the program is a string), so the sources failed to compile
+at run time; and CuPy's on-disk cache (``~/.cupy/kernel_cache``) keys a module on the source
+string, options, architecture and NVRTC version only, so an edited header behind an
+``#include`` would silently reuse the old binary.  With the headers inlined, the key covers
+them.  (``RawModule`` takes no header list outside jitify, so passing include names is not
+an option.)
+
+CuPy appends ``-ftz=true`` to the options (:data:`CUPY_APPENDED_OPTIONS`; the last ``-ftz``
+wins), so float32 subnormals are flushed on the GPU unless a kernel avoids float32 maths:
+the feature kernels widen float32 inputs with an exact conversion (``to_f64`` in
+``csrc/common/features.h``) and do the rest in double.
+
+Kernels: the RNG fills (``rng.cu``), propagation (``propagate.cu``) and the feature / label
+randomisers and input checks (``features.cu``, bodies shared with the C++ build in
+``csrc/common/features.h``).
 """
 from __future__ import annotations
 
 import functools
+import os
+import re
 from pathlib import Path
 
+import numpy as np
+
 _THREADS = 256
+
+# Our NVRTC options: C++17 and no FMA contraction (det_log and the 1-bit thresholds must
+# round like the C++ build).
+OPTIONS = ("-std=c++17", "--fmad=false")
+
+# What CuPy's RawModule appends to our options (cupy/cuda/compiler.py, CuPy 13-14), so the
+# NVRTC test compiles the same program; CuPy also adds -arch=sm_XX of the device at hand.
+CUPY_APPENDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
+
+# Kernels launched from this module, per source file (the NVRTC test checks they exist).
+KERNELS = {
+    "rng": ("fill_u32", "fill_uniform", "fill_randint", "fill_geometric", "fill_binomial",
+            "fill_discrete_laplace"),
+    "propagate": ("spmm_f32_i32", "spmm_f64_i32", "spmm_f32_i64", "spmm_f64_i64"),
+    "features": ("grr_i32", "grr_i64", "grr_fs_flags", "grr_fs_i32", "grr_fs_i64",
+                 "onebit_f32", "onebit_f64", "multibit_f32", "multibit_f64",
+                 "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
+                 "check_categorical_i64", "check_range_f32", "check_range_f64"),
+}
 
 
 def csrc_dir() -> Path:
@@ -36,51 +75,90 @@ def check_available() -> None:
     try:
         import cupy  # noqa: F401
     except ImportError as exc:
-        raise RuntimeError("cupy is not installed (pip install 'ldpfast[cuda]')") from exc
+        raise RuntimeError("cupy is not installed (pip install 'ldpfast[cuda12]' or "
+                           "'ldpfast[cuda13]', matching the CUDA driver)") from exc
     csrc_dir()
+
+
+_INCLUDE = re.compile(r'\s*#\s*include\s*"([^"]+)"')
+
+
+def _inline(path: Path, root: Path, seen: set[Path], out: list[str]) -> None:
+    # Paths in #line are relative to csrc/, so the source (and CuPy's cache key) does not
+    # depend on where the package is installed.
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    out.append(f'#line 1 "{rel}"')
+    for no, line in enumerate(path.read_text().splitlines(), 1):
+        m = _INCLUDE.match(line)
+        if m is None:
+            # every csrc header is #pragma once; `seen` does that job in one string
+            out.append("" if line.strip() == "#pragma once" else line)
+            continue
+        inc = (path.parent / m.group(1)).resolve()
+        if not inc.is_file():
+            raise FileNotFoundError(f"{rel}:{no}: included file {m.group(1)!r} not found")
+        if inc not in seen:
+            seen.add(inc)
+            _inline(inc, root, seen, out)
+        out.append(f'#line {no + 1} "{rel}"')
+
+
+def program(name: str) -> tuple[str, tuple[str, ...]]:
+    """Source string and NVRTC options of ``csrc/cuda/<name>.cu`` exactly as the runtime
+    hands them to CuPy: quoted includes inlined (see the module docstring)."""
+    root = csrc_dir()
+    path = (root / "cuda" / f"{name}.cu").resolve()
+    out: list[str] = []
+    _inline(path, root, {path}, out)
+    return "\n".join(out) + "\n", OPTIONS
 
 
 @functools.cache
 def _module(name: str):
     import cupy
 
-    src = (csrc_dir() / "cuda" / f"{name}.cu").read_text()
-    return cupy.RawModule(code=src, options=("-std=c++17", "--fmad=false",
-                                             f"-I{csrc_dir()}"))
+    src, options = program(name)
+    return cupy.RawModule(code=src, options=options)
 
 
-def _stream():
+def _stream(device):
     import cupy
     import torch
 
-    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    return cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream)
 
 
 def _ptr(t):
-    import numpy as np
-
     if not t.is_cuda or not t.is_contiguous():
         raise ValueError("CUDA kernels need contiguous CUDA tensors")
     return np.uint64(t.data_ptr())
 
 
-def _launch(module: str, kernel: str, n_threads: int, args: tuple) -> None:
+def _launch(module: str, kernel: str, n_threads: int, args: tuple, device=None) -> None:
+    """Launch ``kernel`` over ``n_threads`` threads on torch's current stream of ``device``
+    (a torch CUDA device; default: the current one)."""
+    import cupy
+    import torch
+
+    if kernel not in KERNELS[module]:
+        raise KeyError(f"{module}.cu: {kernel} is not a listed kernel")
     if n_threads <= 0:
         return
-    fn = _module(module).get_function(kernel)
+    dev = torch.device(device if device is not None else "cuda")
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
     blocks = (n_threads + _THREADS - 1) // _THREADS
-    with _stream():
-        fn((blocks,), (_THREADS,), args)
+    with cupy.cuda.Device(index):
+        fn = _module(module).get_function(kernel)
+        with _stream(index):
+            fn((blocks,), (_THREADS,), args)
 
 
 def _fill(kernel: str, out, seed: int, stream: int, row0: int, *extra) -> None:
-    import numpy as np
-
     if out.dim() != 2:
         raise ValueError("out: expected a 2-D tensor")
     R, C = out.shape
     _launch("rng", kernel, R * C, (_ptr(out), np.int64(R), np.int64(C), np.uint64(seed),
-                                   np.uint32(stream), np.uint64(row0), *extra))
+                                   np.uint32(stream), np.uint64(row0), *extra), out.device)
 
 
 def fill_u32(out, seed, stream, row0):
@@ -92,32 +170,23 @@ def fill_uniform(out, seed, stream, row0):
 
 
 def fill_randint(out, seed, stream, row0, k):
-    import numpy as np
-
     _fill("fill_randint", out, seed, stream, row0, np.uint64(k))
 
 
 def fill_geometric(out, seed, stream, row0, p):
-    import numpy as np
-
     _fill("fill_geometric", out, seed, stream, row0, np.float64(p))
 
 
 def fill_binomial(out, seed, stream, row0, n, p):
-    import numpy as np
-
     _fill("fill_binomial", out, seed, stream, row0, np.int64(n), np.float64(p))
 
 
 def fill_discrete_laplace(out, seed, stream, row0, t, s):
-    import numpy as np
-
     _fill("fill_discrete_laplace", out, seed, stream, row0, np.uint64(t), np.uint64(s))
 
 
 def spmm_scaled(rowptr, col, a, b, x, y, self_loop) -> None:
     """y = diag(a) (A [+I]) diag(b) x; all arguments CUDA tensors (see propagate.cpp)."""
-    import numpy as np
     import torch
 
     n, d = x.shape
@@ -125,4 +194,163 @@ def spmm_scaled(rowptr, col, a, b, x, y, self_loop) -> None:
     idt = {torch.int32: "i32", torch.int64: "i64"}[col.dtype]
     _launch("propagate", f"spmm_{fdt}_{idt}", n * 32,
             (_ptr(rowptr), _ptr(col), _ptr(a), _ptr(b), _ptr(x), _ptr(y), np.int64(n),
-             np.int64(d), np.int32(bool(self_loop))))
+             np.int64(d), np.int32(bool(self_loop))), x.device)
+
+
+# --- feature / label randomisers and input checks (features.cu) -------------------------------
+# Same names, arguments and checks as the C++ entry points (csrc/cpu/features.cpp): data
+# arguments are CUDA tensors, the per-column parameters (k, thresholds) small host arrays that
+# are copied to the device here.
+
+def _suffix(t, name: str) -> str:
+    import torch
+
+    suf = {torch.int32: "i32", torch.int64: "i64", torch.float32: "f32",
+           torch.float64: "f64"}.get(t.dtype)
+    if suf is None:
+        raise ValueError(f"{name}: unsupported dtype {t.dtype}")
+    return suf
+
+
+def _same_shape(a, b, na: str, nb: str) -> None:
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{nb}: shape differs from {na}")
+
+
+def _on_device(arr, dtype, like):
+    """A small host parameter array as a contiguous tensor on ``like``'s device."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(arr, dtype=dtype)).to(like.device)
+
+
+def _cat_args(x, k, thresholds, out):
+    if x.dim() != 2:
+        raise ValueError("x: expected a 2-D tensor")
+    _same_shape(x, out, "x", "out")
+    if out.dtype != x.dtype:
+        raise ValueError("out: dtype differs from x")
+    d = x.shape[1]
+    k = np.ascontiguousarray(k, dtype=np.int64).reshape(-1)
+    T = np.ascontiguousarray(thresholds, dtype=np.uint64).reshape(-1)
+    if k.size != d:
+        raise ValueError(f"k: expected {d} elements, got {k.size}")
+    if T.size != d:
+        raise ValueError(f"thresholds: expected {d} elements, got {T.size}")
+    if k.size and (k.min() < 1 or k.max() > 2**31):
+        raise ValueError("k: domain sizes must lie in [1, 2^31]")
+    if T.size and T.max() > 2**32:
+        raise ValueError("thresholds: must be <= 2^32")
+    # uint64 thresholds cross as int64 bits (the kernel reads them as uint64)
+    return _on_device(k, np.int64, x), _on_device(T.view(np.int64), np.int64, x)
+
+
+def grr(x, k, thresholds, seed, out) -> None:
+    kd, Td = _cat_args(x, k, thresholds, out)
+    n, d = x.shape
+    _launch("features", f"grr_{_suffix(x, 'x')}", n,
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
+             np.uint64(seed)), x.device)
+
+
+def grr_fs(x, k, thresholds, m, seed, out) -> None:
+    import torch
+
+    kd, Td = _cat_args(x, k, thresholds, out)
+    n, d = x.shape
+    if not 1 <= m <= d:
+        raise ValueError("m: expected an int in [1, d]")
+    flags = torch.empty(2, dtype=torch.int32, device=x.device)
+    _launch("features", "grr_fs_flags", 1, (_ptr(kd), np.int64(d), _ptr(flags)), x.device)
+    _launch("features", f"grr_fs_{_suffix(x, 'x')}", n,
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m),
+             np.uint64(seed), _ptr(flags)), x.device)
+
+
+def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
+    import torch
+
+    if x.dim() != 2:
+        raise ValueError("x: expected a 2-D tensor")
+    _same_shape(x, out, "x", "out")
+    if out.dtype != torch.int8:
+        raise ValueError("out: expected an int8 tensor")
+    if not alpha < beta:
+        raise ValueError("alpha, beta: expected alpha < beta")
+    if not (1 <= t_lo <= 2**31 and span >= 0 and 2.0 * t_lo + span <= 2.0**32):
+        raise ValueError("t_lo, span: expected 1 <= t_lo <= 2^31 and 2 t_lo + span <= 2^32")
+
+
+_SUB_ONEBIT, _SUB_MULTIBIT = 0, 1  # csrc/common/features.h
+
+
+def _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, sub) -> None:
+    n, d = x.shape
+    _launch("features", f"onebit_{_suffix(x, 'x')}", n * ((d + 3) // 4),
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
+             np.uint64(t_lo), np.float64(span), np.uint64(seed), np.uint32(sub)), x.device)
+
+
+def onebit(x, alpha, beta, t_lo, span, seed, out) -> None:
+    _onebit_args(x, out, alpha, beta, t_lo, span)
+    _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, _SUB_ONEBIT)
+
+
+def multibit_encode(x, m, alpha, beta, t_lo, span, seed, out) -> None:
+    _onebit_args(x, out, alpha, beta, t_lo, span)
+    n, d = x.shape
+    if not 1 <= m <= d:
+        raise ValueError("m: expected an int in [1, d]")
+    if m == d:  # multibit_row's m = d case, one thread per Philox block instead of per row
+        _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, _SUB_MULTIBIT)
+        return
+    _launch("features", f"multibit_{_suffix(x, 'x')}", n,
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
+             np.float64(beta), np.uint64(t_lo), np.float64(span), np.uint64(seed)), x.device)
+
+
+def rr_labels(y, mask, num_classes, threshold, seed, out) -> None:
+    import torch
+
+    if y.dim() != 1:
+        raise ValueError("y: expected a 1-D tensor")
+    _same_shape(y, out, "y", "out")
+    if out.dtype != y.dtype:
+        raise ValueError("out: dtype differs from y")
+    if mask.dtype != torch.bool or tuple(mask.shape) != tuple(y.shape):
+        raise ValueError(f"mask: expected a bool tensor of {y.shape[0]} elements")
+    if not 1 <= num_classes <= 2**31:
+        raise ValueError("num_classes: expected an int in [1, 2^31]")
+    if threshold > 2**32:
+        raise ValueError("threshold: must be <= 2^32")
+    n = y.shape[0]
+    _launch("features", f"rr_labels_{_suffix(y, 'y')}", n,
+            (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
+             np.uint64(threshold), np.uint64(seed)), y.device)
+
+
+def _first_index(kernel: str, x, n_threads: int, args: tuple) -> int:
+    """Smallest flat index flagged by a check kernel, or -1 (the one host sync of a check)."""
+    import torch
+
+    first = torch.full((1,), -1, dtype=torch.int64, device=x.device)  # all ones: no hit
+    _launch("features", kernel, n_threads, (_ptr(x), *args, _ptr(first)), x.device)
+    return int(first.item())
+
+
+def check_categorical(x, k) -> int:
+    if x.dim() != 2:
+        raise ValueError("x: expected a 2-D tensor")
+    n, d = x.shape
+    k = np.ascontiguousarray(k, dtype=np.int64).reshape(-1)
+    if k.size != d:
+        raise ValueError(f"k: expected {d} elements, got {k.size}")
+    kd = _on_device(k, np.int64, x)  # held until launched: a freed block could be reused
+    return _first_index(f"check_categorical_{_suffix(x, 'x')}", x, n * d,
+                        (np.int64(n), np.int64(d), _ptr(kd)))
+
+
+def check_range(x, alpha, beta) -> int:
+    N = x.numel()
+    return _first_index(f"check_range_{_suffix(x, 'x')}", x, N,
+                        (np.int64(N), np.float64(alpha), np.float64(beta)))

@@ -1,10 +1,14 @@
 """Node-feature randomisers: GRR, GRR-FS (RGNN) and the 1-bit / multi-bit encoders (LPGNN).
 
-Every randomiser runs on a whole ``n x d`` matrix in one compiled kernel (C++
-``csrc/cpu/features.cpp``, Numba twin ``ldpfast/_numba/features.py``, bit-identical for one
-seed and independent of the thread count), validates its input completely before the kernel
-runs, never writes its input, and returns ``(output, Spent)``: the privacy guarantee per node
-(per user) and the parameters used (never the seed: it would undo the noise).
+Every randomiser runs on a whole ``n x d`` matrix in one compiled kernel (bodies in
+``csrc/common/features.h``, run by the C++ launchers ``csrc/cpu/features.cpp`` and the CUDA
+launchers ``csrc/cuda/features.cu``; Numba twin ``ldpfast/_numba/features.py``; bit-identical
+for one seed and independent of the thread count and backend), validates its input completely
+before the kernel runs, never writes its input, and returns ``(output, Spent)``: the privacy
+guarantee per node (per user) and the parameters used (never the seed: it would undo the noise).
+
+CUDA tensors stay on their device: validation and randomisation run as CUDA kernels and the
+output is allocated there; the host only reads back one index per check (the error decision).
 
 Papers
 ------
@@ -46,24 +50,31 @@ FLOAT_DTYPES = (torch.float32, torch.float64)
 MAX_DOMAIN = 1 << 31
 
 
+def _device_of(**tensors: torch.Tensor | None) -> str:
+    """'cpu' or 'cuda' for a call's tensors (``None`` ones skipped); tensors on different
+    devices are an error that names them."""
+    items = [(name, t) for name, t in tensors.items() if t is not None]
+    name0, t0 = items[0]
+    for name, t in items[1:]:
+        if t.device != t0.device:
+            raise ValueError(f"{name} is on {t.device} but {name0} is on {t0.device}: move both "
+                             "to one device")
+    return _backend.device_of(t0)
+
+
 def _kernels(device: str, backend: str | None):
-    """Kernel module for a call.  CUDA tensors are processed by the CPU kernels (results are
-    identical by the RNG contract) until CUDA versions of these kernels exist."""
-    if backend is not None and backend.lower() == "cuda":
-        raise _backend.BackendUnavailable(
-            "backend 'cuda': the feature/label randomisers have no CUDA kernels yet; use "
-            "backend=None (CUDA inputs are then randomised by the CPU kernels)")
-    if device == "cuda":
-        return _backend.get("cpu", None if backend in (None, "auto") else backend)
-    return _backend.get("cpu", backend)
+    """Kernel module and backend name for a call on ``device``: C++ (else Numba) for CPU
+    tensors, ``ldpfast._cuda`` for CUDA tensors.  An explicit ``backend`` that cannot serve the
+    device, or is unavailable here, raises :class:`ldpfast._backend.BackendUnavailable` with
+    the reason."""
+    name = _backend.resolve(device, backend)
+    return _backend.get(device, name), name
 
 
-def _backend_name(mod) -> str:
-    return "cpp" if mod.__name__ == "ldpfast._C" else "numba"
-
-
-def _cpu_contig(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to("cpu").contiguous()
+def _array_view(device: str):
+    """How tensors cross into the kernels: zero-copy NumPy views for the CPU backends, the
+    tensors themselves (by pointer) for CUDA."""
+    return (lambda t: t) if device == "cuda" else (lambda t: t.numpy())
 
 
 def _as_domain(name: str, k, d: int) -> np.ndarray:
@@ -102,31 +113,34 @@ def _domain_param(k: np.ndarray):
 
 
 def _kernel_input(x: torch.Tensor, backend: str | None, check) -> tuple:
-    """Kernel module, contiguous CPU copy of ``x`` and its NumPy view, after ``check(K, xn)``
-    has validated every value (so nothing runs on bad input)."""
-    K = _kernels(_backend.device_of(x), backend)
-    xc = _cpu_contig(x)
-    xn = xc.numpy()
-    check(K, xn)
-    return K, xc, xn
+    """Kernel module, backend name, contiguous ``x`` on its own device and the kernels' array
+    view (:func:`_array_view`), after ``check(K, view(x))`` has validated every value (so
+    nothing runs on bad input)."""
+    device = _device_of(x=x)
+    K, name = _kernels(device, backend)
+    xc = x.detach().contiguous()
+    view = _array_view(device)
+    check(K, view(xc))
+    return K, name, xc, view
 
 
-def _check_values_in_domain(K, xn: np.ndarray, k: np.ndarray, name: str = "x") -> None:
-    """Raise ValueError naming the first entry outside [0, k[col])."""
-    bad = K.check_categorical(xn, k)
+def _check_values_in_domain(K, xa, k: np.ndarray, name: str = "x") -> None:
+    """Raise ValueError naming the first entry outside [0, k[col]) (``xa``: NumPy array or
+    CUDA tensor; only the offending value is read back)."""
+    bad = K.check_categorical(xa, k)
     if bad >= 0:
-        d = xn.shape[1]
+        d = xa.shape[1]
         i, j = divmod(bad, d)
-        raise ValueError(f"{name}: value {int(xn[i, j])} at row {i}, column {j} is outside the "
+        raise ValueError(f"{name}: value {int(xa[i, j])} at row {i}, column {j} is outside the "
                          f"column's domain [0, {int(k[j])})")
 
 
-def _check_values_in_range(K, xn: np.ndarray, alpha: float, beta: float, name: str = "x") -> None:
+def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x") -> None:
     """Raise ValueError naming the first entry that is NaN or outside [alpha, beta]."""
-    bad = K.check_range(xn, alpha, beta)
+    bad = K.check_range(xa, alpha, beta)
     if bad >= 0:
-        idx = np.unravel_index(bad, xn.shape)
-        v = float(xn[idx])
+        idx = np.unravel_index(bad, tuple(xa.shape))
+        v = float(xa[idx])
         where = ", ".join(str(int(i)) for i in idx)
         raise ValueError(f"{name}: value {v} at index ({where}) is NaN or outside "
                          f"[alpha, beta] = [{alpha}, {beta}]")
@@ -165,8 +179,9 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     seed : int, optional
         64-bit seed; ``None`` draws one from the OS.  Never recorded: it would
         rebuild the noise, so it stays with the caller.
-    backend : {"cpp", "numba"}, optional
-        Kernel backend (default: C++ if built, else Numba).
+    backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
 
     Returns
     -------
@@ -185,13 +200,13 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     eps = check_eps("eps", eps)
     seed = resolve_seed(seed)
     T = _thresholds(eps, kk)
-    K, xc, xn = _kernel_input(x2, backend, lambda K, xn: _check_values_in_domain(K, xn, kk))
+    K, name, xc, view = _kernel_input(x2, backend, lambda K, xa: _check_values_in_domain(K, xa, kk))
     out = torch.empty_like(xc)
-    K.grr(xn, kk, T, seed, out.numpy())
+    K.grr(view(xc), kk, T, seed, view(out))
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
-                  params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": _backend_name(K),
+                  params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": name,
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
-    return out.reshape(x.shape).to(x.device), spent
+    return out.reshape(x.shape), spent
 
 
 def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = None, *,
@@ -221,7 +236,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
         guarantee.  ``"rgnn_theorem1"``: the paper's ``eps_X = ln(1 + (m/d)(e^{m eps_x} - 1))``,
         labelled as the paper's claim; it is **not** a valid eps-LDP bound when ``m < d``
         (see :mod:`ldpfast.privacy.ldp`).  Both values are always in ``Spent.params``.
-    backend : {"cpp", "numba"}, optional
+    backend : {"cpp", "numba", "cuda"}, optional
 
     Returns
     -------
@@ -253,9 +268,9 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     m = check_int("m", m, 1, d)
     seed = resolve_seed(seed)
     T = _thresholds(eps_x, gam)
-    K, xc, xn = _kernel_input(x, backend, lambda K, xn: _check_values_in_domain(K, xn, gam))
+    K, name, xc, view = _kernel_input(x, backend, lambda K, xa: _check_values_in_domain(K, xa, gam))
     out = torch.empty_like(xc)
-    K.grr_fs(xn, gam, T, m, seed, out.numpy())
+    K.grr_fs(view(xc), gam, T, m, seed, view(out))
     exact = grr_fs_epsilon_exact(eps_x, m, d)
     thm1 = grr_fs_epsilon(eps_x, m, d)
     if accounting == "exact":
@@ -267,9 +282,9 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     spent = Spent("grr_fs", "features", eps, guarantee=guarantee,
                   params={"eps_x": eps_x, "m": m, "d": d, "domain": _domain_param(gam),
                           "eps_exact": exact, "eps_X_theorem1": thm1, "accounting": accounting,
-                          "backend": _backend_name(K),
+                          "backend": name,
                           "source": "RGNN sec. IV-A eq. (4), Theorem 1"})
-    return out.to(x.device), spent
+    return out, spent
 
 
 def _check_range_width(alpha: float, beta: float) -> None:
@@ -313,13 +328,13 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     alpha, beta : float
         Public range of the features, ``alpha < beta``.
     seed : int, optional
-    backend : {"cpp", "numba"}, optional
+    backend : {"cpp", "numba", "cuda"}, optional
 
     Returns
     -------
     (torch.Tensor, Spent)
-        int8 ``(n, d)`` tensor in ``{-1, 1}`` (rectify with :func:`multibit_rectify`,
-        ``m = d``) and the guarantee.
+        int8 ``(n, d)`` tensor on ``x``'s device, in ``{-1, 1}`` (rectify with
+        :func:`multibit_rectify`, ``m = d``) and the guarantee.
 
     Privacy
     -------
@@ -330,15 +345,15 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     seed = resolve_seed(seed)
     d = x.shape[1]
     t_lo, span = onebit_threshold(eps / d)
-    K, xc, xn = _kernel_input(
-        x, backend, lambda K, xn: _check_values_in_range(K, xn, alpha, beta))
-    out = torch.empty(xc.shape, dtype=torch.int8)
-    K.onebit(xn, alpha, beta, t_lo, span, seed, out.numpy())
+    K, name, xc, view = _kernel_input(
+        x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
+    out = torch.empty_like(xc, dtype=torch.int8)
+    K.onebit(view(xc), alpha, beta, t_lo, span, seed, view(out))
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
-                          "backend": _backend_name(K),
+                          "backend": name,
                           "source": "LPGNN sec. 3.1 (Algorithm 1 with m = d)"})
-    return out.to(x.device), spent
+    return out, spent
 
 
 def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: float = 0.0,
@@ -363,13 +378,13 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     alpha, beta : float
         Public feature range, ``alpha < beta``.
     seed : int, optional
-    backend : {"cpp", "numba"}, optional
+    backend : {"cpp", "numba", "cuda"}, optional
 
     Returns
     -------
     (torch.Tensor, Spent)
-        int8 ``(n, d)`` tensor in ``{-1, 0, 1}`` with exactly ``m`` non-zeros per row, and
-        the guarantee (``params['m']`` holds the ``m`` used).
+        int8 ``(n, d)`` tensor on ``x``'s device, in ``{-1, 0, 1}`` with exactly ``m``
+        non-zeros per row, and the guarantee (``params['m']`` holds the ``m`` used).
 
     Privacy
     -------
@@ -386,15 +401,15 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     m = optimal_m(eps, d) if m is None else check_int("m", m, 1, d)
     seed = resolve_seed(seed)
     t_lo, span = onebit_threshold(eps / m)
-    K, xc, xn = _kernel_input(
-        x, backend, lambda K, xn: _check_values_in_range(K, xn, alpha, beta))
-    out = torch.empty(xc.shape, dtype=torch.int8)
-    K.multibit_encode(xn, m, alpha, beta, t_lo, span, seed, out.numpy())
+    K, name, xc, view = _kernel_input(
+        x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
+    out = torch.empty_like(xc, dtype=torch.int8)
+    K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seed, view(out))
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
-                          "backend": _backend_name(K),
+                          "backend": name,
                           "source": "LPGNN sec. 3.1, Algorithm 1, Theorem 3.1"})
-    return out.to(x.device), spent
+    return out, spent
 
 
 def multibit_scale(eps: float, m: int, d: int, alpha: float, beta: float) -> float:

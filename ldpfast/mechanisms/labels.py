@@ -2,20 +2,20 @@
 
 LPGNN (paper 002) eq. (11) and RGNN (paper 000) section IV-B use the same mechanism:
 ``P(y' | y) = e^eps / (e^eps + c - 1)`` if ``y' = y`` and ``1 / (e^eps + c - 1)`` otherwise.
-Kernel: ``rr_labels`` in ``csrc/cpu/features.cpp`` (Numba twin in
-``ldpfast/_numba/features.py``), one generator per node, so the output does not depend on
-the thread count or backend.
+Kernel: ``rr_label`` in ``csrc/common/features.h``, run by the C++ (``csrc/cpu/features.cpp``)
+and CUDA (``csrc/cuda/features.cu``) launchers (Numba twin in ``ldpfast/_numba/features.py``),
+one generator per node, so the output does not depend on the thread count or backend.  CUDA
+labels stay on their device; the label check is torch code on that device.
 """
 from __future__ import annotations
 
 import torch
 
-from .. import _backend
 from .._checks import check_eps, check_int, check_tensor
 from ..privacy.budget import Spent
 from ..privacy.ldp import grr_probs, grr_threshold
 from ..rng import resolve_seed
-from .features import INT_DTYPES, MAX_DOMAIN, _backend_name, _cpu_contig, _kernels
+from .features import INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernels
 
 __all__ = ["rr_labels"]
 
@@ -43,7 +43,8 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
         64-bit seed (``None``: fresh from the OS); never recorded in the ``Spent`` (it would undo the noise).
     mask : torch.Tensor, optional
         ``(n,)`` bool: the nodes that report a label (default: all).
-    backend : {"cpp", "numba"}, optional
+    backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: CUDA kernels for CUDA tensors, else C++ if built, else Numba).
 
     Returns
     -------
@@ -59,28 +60,28 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     eps = check_eps("eps", eps)
     seed = resolve_seed(seed)
     n = y.shape[0]
-    if mask is None:
-        m = torch.ones(n, dtype=torch.bool)
-    else:
+    if mask is not None:
         check_tensor("mask", mask, dims=1, dtypes=(torch.bool,))
         if mask.shape[0] != n:
             raise ValueError(f"mask: expected {n} entries (one per node), got {mask.shape[0]}")
-        m = _cpu_contig(mask)
-    yc = _cpu_contig(y)
-    sel = yc[m]
-    if sel.numel():
-        lo, hi = int(sel.min()), int(sel.max())
-        if lo < 0 or hi >= c:
-            bad = int(torch.nonzero(m & ((yc < 0) | (yc >= c)))[0])
-            raise ValueError(f"y: label {int(yc[bad])} of node {bad} is outside "
-                             f"[0, num_classes) = [0, {c})")
+    device = _device_of(y=y, mask=mask)
+    K, name = _kernels(device, backend)
+    yc = y.detach().contiguous()
+    m = (torch.ones(n, dtype=torch.bool, device=yc.device) if mask is None
+         else mask.detach().contiguous())
+    # On the labels' device; the host reads back one flag (and the culprit on error).
+    bad = m & ((yc < 0) | (yc >= c))
+    if bool(bad.any()):
+        i = int(torch.nonzero(bad)[0, 0])
+        raise ValueError(f"y: label {int(yc[i])} of node {i} is outside "
+                         f"[0, num_classes) = [0, {c})")
     T = grr_threshold(eps, c)
-    K = _kernels(_backend.device_of(y), backend)
     out = torch.empty_like(yc)
-    K.rr_labels(yc.numpy(), m.numpy(), c, T, seed, out.numpy())
+    view = _array_view(device)
+    K.rr_labels(view(yc), view(m), c, T, seed, view(out))
     p, q = grr_probs(eps, c)
     spent = Spent("rr_labels", "labels", eps, guarantee="eps-LDP per node",
                   params={"num_classes": c, "p": p, "q": q, "num_randomised": int(m.sum()),
-                          "backend": _backend_name(K),
+                          "backend": name,
                           "source": "LPGNN eq. (11); RGNN sec. IV-B"})
-    return out.to(y.device), spent
+    return out, spent
