@@ -14,11 +14,19 @@ Counter layout (see ``csrc/common/philox.h``)::
 Samplers and their exactness:
 
 * ``uniform``: ``(k + 0.5) / 2**53`` with ``k`` uniform on 53 bits, so in (0, 1).
-* ``bernoulli(p)``: ``uniform() < p`` (probability within 2**-53 of ``p``).
+* ``bernoulli(p)``: ``P[true] = p`` exactly for the double ``p``: the 53 bits of ``uniform``
+  decide unless they tie with ``p``'s (probability 2**-53), then further words do
+  (:func:`bernoulli_words`, exact for any double).
 * ``randint(k)``: masking + rejection, no modulo bias.
-* ``geometric(p)``: ``floor(log U / log(1-p))`` with a deterministic logarithm
-  (``det_log``) built from correctly rounded +,-,*,/ only, so the bits agree across
-  backends (a libm ``log`` may differ by one ulp between NumPy, glibc and CUDA).
+* ``geometric(p)``: ``G = 2**B H + R`` (memorylessness): ``H`` whole blocks of ``2**B`` failures,
+  counted with exact Bernoulli trials, and ``R`` in ``[0, 2**B)`` by rejection (uniform ``B``
+  bits accepted with exact Bernoulli ``exp(-lam x)``, ``lam = -log(1-p)``); see
+  :func:`geom_draw`.  Full support up to the cap 2**62, and every probability factor within
+  relative 2**-48 of Geometric(p); the only floating point is deterministic (``det_log1p``,
+  ``det_exp_neg``, ``det_neg_expm1``: correctly rounded +,-,*,/ only), so the bits agree
+  across backends (a libm ``log``/``exp`` may differ by one ulp between NumPy, glibc, CUDA).
+  The former ``floor(log U / log(1-p))`` with a 53-bit ``U`` could not produce gaps beyond
+  ``log(2**-54) / log(1-p)`` nor most gaps of probability below about ``2**-53 / p``.
 * ``binomial(n, p)``: counts geometric jumps, exact given the geometric sampler.
 * ``discrete_laplace(t, s)``: exact integer algorithm of Canonne, Kamath & Steinke
   (NeurIPS 2020, Alg. 2), scale t/s: P[Y=y] proportional to exp(-|y| s/t).  Continuous Laplace noise
@@ -135,6 +143,134 @@ def det_log1p(x):
     return np.where(near, _log1p_small(np.where(near, x, 0.0)), det_log(1.0 + safe))
 
 
+def det_exp_neg(y: float) -> float:
+    """exp(-y) for 0 <= y <= ln2, bits identical to ``det_exp_neg`` in ``detmath.h`` (scalar)."""
+    y = float(y)
+    z, scale = -y, 1.0
+    if y > 0.34657359027997264:
+        z = (6.93147180369123816490e-01 - y) + 1.90821492927058770002e-10
+        scale = 0.5
+    p = 1.0 / 6227020800.0
+    for c in _EXP_COEF:
+        p = p * z + c
+    return p * scale
+
+
+_EXP_COEF = (1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+             1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0)
+_EXPM1_COEF = (1.0 / 6227020800.0, -1.0 / 479001600.0, 1.0 / 39916800.0, -1.0 / 3628800.0,
+               1.0 / 362880.0, -1.0 / 40320.0, 1.0 / 5040.0, -1.0 / 720.0, 1.0 / 120.0, -1.0 / 24.0,
+               1.0 / 6.0, -0.5, 1.0)
+
+
+def det_neg_expm1(t: float) -> float:
+    """1 - exp(-t) for 0 <= t <= ln2, bits identical to ``detmath.h`` (scalar)."""
+    t = float(t)
+    if t > 0.34657359027997264:
+        return 1.0 - det_exp_neg(t)
+    p = -1.0 / 87178291200.0
+    for c in _EXPM1_COEF:
+        p = p * t + c
+    return t * p
+
+
+GEO_CAP = 2**62
+
+
+def bernoulli_words(src, q: float) -> bool:
+    """Exact Bernoulli(q) for a double q from ``src.next_u32()`` words (twin of ``rng.h``):
+    the uniform's bits are compared with q's 32 at a time; none drawn when q <= 0."""
+    q = float(q)
+    while True:
+        if not q > 0.0:
+            return False
+        q = min(q, 1.0)
+        Q = q * 4294967296.0
+        K = int(Q)
+        w = src.next_u32()
+        if w != K:
+            return w < K
+        q = Q - float(K)
+
+
+def bernoulli_u53(src, p: float) -> bool:
+    """``CellRng.bernoulli``: P[true] = p exactly; the 53 bits of ``uniform()`` decide unless
+    they tie with p's (probability 2**-53), then :func:`bernoulli_words` (twin of ``rng.h``)."""
+    k = src.next_u64() >> 11
+    if not p < 1.0:
+        return p >= 1.0
+    if not p > 0.0:
+        return False
+    P = p * 9007199254740992.0
+    K = int(P)
+    return k < K if k != K else bernoulli_words(src, P - float(K))
+
+
+def geom_params(p: float) -> tuple[int, int, float, float]:
+    """``(kind, B, lam, stop)`` of the geometric sampler (twin of ``geom_params`` in ``rng.h``):
+    kind 0 always 0 (p >= 1), 1 always the cap (p <= 0 or NaN), 2 sample."""
+    p = float(p)
+    if p >= 1.0:
+        return 0, 0, 0.0, 1.0
+    if not p > 0.0:
+        return 1, 0, 0.0, 1.0
+    lam = p if p < 8.673617379884035e-19 else -float(det_log1p(-p))
+    t, B = lam, 0
+    while t < 0.34657359027997264 and B < 62:
+        t *= 2.0
+        B += 1
+    return 2, B, lam, (p if B == 0 else det_neg_expm1(t))
+
+
+def geom_draw(src, params) -> int:
+    """Geometric gap from ``src`` (``next_u32``/``next_u64``), the reference of ``geom_draw`` in
+    ``rng.h``: H (trials, one byte of a word each, a tie settled by :func:`bernoulli_words`)
+    then R (uniform B bits accepted with Bernoulli ``det_exp_neg(lam x)``)."""
+    kind, B, lam, stop = params
+    if kind == 0:
+        return 0
+    if kind == 1:
+        return GEO_CAP
+    hmax = 1 << (62 - B)
+    S = stop * 256.0
+    K = int(S)
+    h = 0
+    done = False
+    while not done:
+        w = src.next_u32()
+        for i in range(4):
+            b = (w >> (8 * i)) & 0xFF
+            if b < K:
+                done = True
+                break
+            if b == K:  # tie; after a failure the next trial takes a fresh word
+                if bernoulli_words(src, S - float(K)):
+                    done = True
+                else:
+                    h += 1
+                    if h >= hmax:
+                        return GEO_CAP
+                break
+            h += 1
+            if h >= hmax:
+                return GEO_CAP
+    if B == 0:
+        return h
+    mask = (1 << B) - 1
+    while True:
+        if B <= 24:
+            w = src.next_u32()
+            x, v = w & mask, w >> 24
+        else:
+            w = src.next_u64()
+            x = w & mask
+            v = w >> 56 if B <= 56 else src.next_u32() >> 24
+        A = det_exp_neg(lam * float(x)) * 256.0
+        Ka = int(A)
+        if (v < Ka) if v != Ka else bernoulli_words(src, A - float(Ka)):
+            return (h << B) | x
+
+
 # --- scalar cell generator (reference for tests; kernels use C++/Numba/CUDA) ---------------
 class CellRng:
     """Pure-Python twin of ``ldp::CellRng``: the word stream of one (seed, stream, row, col)."""
@@ -162,7 +298,7 @@ class CellRng:
         return ((self.next_u64() >> 11) + 0.5) * (1.0 / 9007199254740992.0)
 
     def bernoulli(self, p: float) -> bool:
-        return self.uniform() < p
+        return bernoulli_u53(self, p)
 
     def randint(self, k: int) -> int:
         m = (1 << (k - 1).bit_length()) - 1 if k > 1 else 0
@@ -172,10 +308,7 @@ class CellRng:
                 return x
 
     def geometric(self, p: float) -> int:
-        if p >= 1.0:
-            return 0
-        g = float(det_log(self.uniform())) / float(det_log1p(-p))
-        return 2**62 if not g < 2.0**62 else int(g)
+        return geom_draw(self, geom_params(p))
 
     def binomial(self, n: int, p: float) -> int:
         if n <= 0 or p <= 0.0:
@@ -184,9 +317,10 @@ class CellRng:
             return n
         flip = p > 0.5
         q = 1.0 - p if flip else p
+        params = geom_params(q)
         count, pos = 0, -1
         while True:
-            g = self.geometric(q)
+            g = geom_draw(self, params)
             if g >= n - 1 - pos:
                 break
             pos += g + 1

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from ldpfast import rng
-from ldpfast._numba import kernels as NK
+from ldpfast._numba import rng_kernels as NK
 
 C = pytest.importorskip("ldpfast._C")
 ALPHA = 1e-4  # false-alarm rate of each chi-square test below
@@ -59,6 +59,13 @@ CASES = [
     ("fill_geometric", np.int64, (0.01,), "geometric"),
     ("fill_geometric", np.int64, (1e-9,), "geometric"),
     ("fill_geometric", np.int64, (0.9,), "geometric"),
+    ("fill_geometric", np.int64, (0.3,), "geometric"),  # B = 0: Bernoulli(p) trials only
+    ("fill_geometric", np.int64, (0.29,), "geometric"),  # B = 1
+    ("fill_geometric", np.int64, (1e-12,), "geometric"),  # B = 39: 64-bit proposals
+    ("fill_geometric", np.int64, (1e-18,), "geometric"),  # B = 59: acceptance byte from one more word
+    ("fill_geometric", np.int64, (1e-25,), "geometric"),  # B capped at 62, mostly the cap 2^62
+    ("fill_bernoulli", np.uint8, (0.3,), "bernoulli"),
+    ("fill_bernoulli", np.uint8, (2.0**-60,), "bernoulli"),
     ("fill_binomial", np.int64, (1000, 0.3), "binomial"),
     ("fill_binomial", np.int64, (50, 0.9), "binomial"),
     ("fill_discrete_laplace", np.int64, (3, 2), "discrete_laplace"),
@@ -112,6 +119,165 @@ def test_det_log_accuracy_and_twins():
         assert C.det_log1p(v) == NK.det_log1p(v) == float(rng.det_log1p(v))
 
 
+def test_det_exp_accuracy_and_twins():
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.prec = 120
+    ln2 = math.log(2)
+    ys = np.concatenate([np.random.default_rng(1).uniform(0, ln2, 2000),
+                         [0.0, ln2, ln2 / 2, math.nextafter(ln2 / 2, 1), 1e-300, 5e-324, 1e-10, 0.3]])
+    for y in ys:
+        e = C.det_exp_neg(y)
+        assert e == NK.det_exp_neg(y) == rng.det_exp_neg(y)
+        assert abs(mpmath.mpf(e) / mpmath.exp(-mpmath.mpf(y)) - 1) < 2.0**-51
+        if y > 0:
+            f = C.det_neg_expm1(y)
+            assert f == NK.det_neg_expm1(y) == rng.det_neg_expm1(y)
+            assert abs(mpmath.mpf(f) / -mpmath.expm1(-mpmath.mpf(y)) - 1) < 2.0**-50
+
+
+# --- exactness of the Bernoulli and geometric samplers (audit F5) ----------------------------
+class Words:
+    """Word source over a list, for the NumPy twins (same interface as the C++ hook)."""
+
+    def __init__(self, words):
+        self.w, self.pos = [int(v) for v in words], 0
+
+    def next_u32(self):
+        if self.pos >= len(self.w):
+            raise IndexError("words: exhausted")
+        self.pos += 1
+        return self.w[self.pos - 1]
+
+    def next_u64(self):
+        hi = self.next_u32()
+        return (hi << 32) | self.next_u32()
+
+
+def _both(fn_c, fn_py, arg, words):
+    """(result, words used) from the C++ hook and the NumPy twin, which must agree."""
+    words = np.asarray(words, np.uint32)
+    try:
+        a = fn_c(arg, words)
+    except IndexError:
+        a = "exhausted"
+    src = Words(words)
+    try:
+        b = (fn_py(src, arg), src.pos)
+    except IndexError:
+        b = "exhausted"
+    assert a == b, (arg, words.tolist(), a, b)
+    return a
+
+
+def _digits32(q, n):
+    """The first n base-2^32 digits of the double q in [0, 1) (exact: Fraction)."""
+    from fractions import Fraction
+    f, out = Fraction(q), []
+    for _ in range(n):
+        f *= 2**32
+        out.append(int(f))
+        f -= int(f)
+    return out
+
+
+@pytest.mark.parametrize("q", [0.3, 0.5, 1 / 3, 2.0**-40, 1e-300, 5e-324, 1 - 2.0**-53, 0.1 + 2.0**-60])
+def test_bernoulli_words_compares_with_every_digit_of_q(q):
+    # U < q is decided at the first 32-bit digit where U differs from q; a double has finitely
+    # many digits, after which U >= q.  Words equal to q's digits up to j, then one below / above.
+    d = _digits32(q, 40)
+    last = max(i for i, v in enumerate(d) if v) if any(d) else -1
+    for j in range(last + 1):
+        if d[j] > 0:
+            assert _both(C.bernoulli_words, rng.bernoulli_words, q, d[:j] + [d[j] - 1]) == (True, j + 1)
+        if d[j] < 2**32 - 1:
+            assert _both(C.bernoulli_words, rng.bernoulli_words, q, d[:j] + [d[j] + 1]) == (False, j + 1)
+    assert _both(C.bernoulli_words, rng.bernoulli_words, q, d[:last + 1] + [0]) == (False, last + 1)
+    assert _both(C.bernoulli_words, rng.bernoulli_words, 0.0, []) == (False, 0)
+
+
+def test_bernoulli_is_exact_below_2_pow_minus_53():
+    # CellRng::bernoulli: the 53 bits of uniform() first (unchanged answers), a tie settled by
+    # further words.  uniform() < p was never true for p < 2^-54; now P[true] = p exactly.
+    p = 2.0**-60
+    assert _both(C.bernoulli_u53_words, rng.bernoulli_u53, p, [0, 0, 2**25 - 1]) == (True, 3)
+    assert _both(C.bernoulli_u53_words, rng.bernoulli_u53, p, [0, 0, 2**25]) == (False, 3)
+    assert _both(C.bernoulli_u53_words, rng.bernoulli_u53, p, [0, 2**11, 0]) == (False, 2)
+    q = 0.3  # k = floor(0.3 * 2^53) ties; the fraction decides
+    K = int(q * 2.0**53)
+    frac = _digits32(q * 2.0**53 - K, 1)[0]
+    w = [K >> 21, (K & (2**21 - 1)) << 11]
+    assert _both(C.bernoulli_u53_words, rng.bernoulli_u53, q, w + [frac - 1]) == (True, 3)
+    assert _both(C.bernoulli_u53_words, rng.bernoulli_u53, q, w + [frac + 1]) == (False, 3)
+    # away from ties, the same answers as uniform() < p (outputs of existing seeds unchanged)
+    for p in (0.3, 1e-3, 0.999):
+        a = np.zeros((300, 50), np.uint8)
+        u = np.zeros((300, 50), np.float64)
+        C.fill_bernoulli(a, 21, 4, 0, p)
+        C.fill_uniform(u, 21, 4, 0)
+        np.testing.assert_array_equal(a.astype(bool), u < p)
+
+
+def test_geometric_support_beyond_the_old_maximum_and_the_cap():
+    # The old floor(log U / log(1-p)) with a 53-bit U never exceeded log(2^-54) / log(1 - p)
+    # (53 at p = 1/2).  Here every gap has positive probability: 1000 words of failed trials
+    # (bytes > floor(256 p)) then a success give 4000.
+    assert _both(C.geometric_words, lambda s, p: rng.geom_draw(s, rng.geom_params(p)), 0.5,
+                 [0xFFFFFFFF] * 1000 + [0]) == (4000, 1001)
+    # p = 1e-18: B = 59, so H >= 2^(62-59) = 8 failed blocks means G >= 2^62: the cap.
+    assert C.geom_params(1e-18)[1] == 59
+    assert _both(C.geometric_words, lambda s, p: rng.geom_draw(s, rng.geom_params(p)), 1e-18,
+                 [0xFFFFFFFF] * 2) == (2**62, 2)
+    # p = 0.01 (B = 6): four failed trials, the fifth succeeds (H = 4), then x = 37 is accepted
+    # (its byte v = 0 is below floor(256 a(37)))
+    K = int(C.geom_params(0.01)[3] * 256)
+    w0 = 0xFFFFFFFF
+    w1 = 0xFFFF_FF00 | (K - 1)
+    assert _both(C.geometric_words, lambda s, p: rng.geom_draw(s, rng.geom_params(p)), 0.01,
+                 [w0, w1, 37]) == (4 * 64 + 37, 3)
+
+
+@pytest.mark.parametrize("p", [0.9, 0.3, 0.29, 0.01, 1e-4, 3e-8, 1e-12, 1e-18, 1e-25, 5e-324])
+def test_geometric_words_twins_on_adversarial_words(p):
+    # Random words whose bytes often equal K = floor(256 stop) or floor(256 a) (ties), so the
+    # exact tie paths run; the C++ kernel code and the NumPy twin must agree word for word.
+    params = rng.geom_params(p)
+    assert C.geom_params(p) == NK.geom_params(p) == params
+    K = int(params[3] * 256)
+    gen = np.random.default_rng(7)
+    for _ in range(400):
+        n = int(gen.integers(1, 12))
+        bytes_ = gen.integers(0, 256, (n, 4))
+        tie = gen.random((n, 4)) < 0.3
+        bytes_[tie] = np.minimum(K + gen.integers(-1, 2, tie.sum()), 255).clip(0)
+        words = (bytes_ << np.array([0, 8, 16, 24])).sum(1) % 2**32
+        _both(C.geometric_words, lambda s, q: rng.geom_draw(s, rng.geom_params(q)), p, words)
+
+
+@pytest.mark.parametrize("p", [0.9, 0.5, 0.3, 0.29, 0.1, 0.01, 1e-4, 2.0**-20, 1e-9, 1e-13, 1e-17, 1e-19, 1e-25,
+                               5e-324])
+def test_geometric_law_has_relative_error_below_2_pow_minus_49(p):
+    """The law of geom_draw, factor by factor (rng.h): P(G = h 2^B + x) = (1-stop)^h stop a(x) / Z
+    with stop = 1 - (1-p)^(2^B) and a(x) = (1-p)^x.  Each computed factor must be within
+    relative 2^-49 of the exact one (mpmath), so every likelihood ratio of the skip samplers is
+    within e^(+-2^-46) of the exact geometric's, for every gap (no truncation, no hole)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.prec = 160
+    kind, B, lam, stop = C.geom_params(p)
+    assert kind == 2
+    log_r = mpmath.log1p(-mpmath.mpf(p))  # p is a double: exact
+    if B == 0:
+        assert stop == p  # trials with P[success] = p itself: the law is exactly Geometric(p)
+        return
+    true_stop = -mpmath.expm1(2**B * log_r)
+    assert abs(mpmath.mpf(stop) / true_stop - 1) < 2.0**-49
+    assert abs((1 - mpmath.mpf(stop)) / (1 - true_stop) - 1) < 2.0**-49
+    xs = np.arange(2**B) if B <= 10 else np.unique(np.concatenate(
+        [[0, 1, 2, 2**B - 2, 2**B - 1], np.random.default_rng(B).integers(0, 2**B, 400)]))
+    for x in xs:
+        a = C.det_exp_neg(lam * float(x))
+        assert abs(mpmath.mpf(a) / mpmath.exp(int(x) * log_r) - 1) < 2.0**-49, x
+
+
 def _chisq_pvalue(counts, probs):
     counts = np.asarray(counts, float)
     exp = np.asarray(probs, float) * counts.sum()
@@ -139,7 +305,7 @@ def test_randint_uniform(k):
     assert _chisq_pvalue(counts, probs) > ALPHA
 
 
-@pytest.mark.parametrize("p", [0.5, 0.05, 0.001])
+@pytest.mark.parametrize("p", [0.5, 0.3, 0.05, 0.001, 1e-7])
 def test_geometric_pmf(p):
     a = np.zeros((500, 200), np.int64)
     C.fill_geometric(a, 13, 0, 0, p)

@@ -58,4 +58,51 @@ LDP_HD double det_log1p(double x) {
     return det_log(1.0 + x);
 }
 
+// exp(-y) for 0 <= y <= ln 2 (the geometric sampler's acceptance probabilities, rng.h):
+// y = k ln2 - z with k in {0, 1}, |z| <= ln2 / 2, exp(z) by its Taylor polynomial of degree 13
+// (truncation < 2^-57), times 2^-k.  Accuracy: a few ulp.  Twins: _numba/rng.py, rng.py.
+LDP_HD double det_exp_neg(double y) {
+    double z = -y, scale = 1.0;
+    if (y > 0.34657359027997264) {  // ln2 / 2
+        z = (6.93147180369123816490e-01 - y) + 1.90821492927058770002e-10;  // ln2 - y (Sterbenz)
+        scale = 0.5;
+    }
+    double p = 1.0 / 6227020800.0;
+    p = p * z + 1.0 / 479001600.0;
+    p = p * z + 1.0 / 39916800.0;
+    p = p * z + 1.0 / 3628800.0;
+    p = p * z + 1.0 / 362880.0;
+    p = p * z + 1.0 / 40320.0;
+    p = p * z + 1.0 / 5040.0;
+    p = p * z + 1.0 / 720.0;
+    p = p * z + 1.0 / 120.0;
+    p = p * z + 1.0 / 24.0;
+    p = p * z + 1.0 / 6.0;
+    p = p * z + 0.5;
+    p = p * z + 1.0;
+    p = p * z + 1.0;
+    return p * scale;
+}
+
+// 1 - exp(-t) for 0 <= t <= ln 2, accurate relative to the result even for tiny t.
+LDP_HD double det_neg_expm1(double t) {
+    if (t > 0.34657359027997264) return 1.0 - det_exp_neg(t);  // exact subtraction, result > 0.29
+    // t * sum_{n=1..14} (-t)^(n-1) / n!  (truncation < 2^-61 relative for t <= ln2 / 2)
+    double p = -1.0 / 87178291200.0;
+    p = p * t + 1.0 / 6227020800.0;
+    p = p * t - 1.0 / 479001600.0;
+    p = p * t + 1.0 / 39916800.0;
+    p = p * t - 1.0 / 3628800.0;
+    p = p * t + 1.0 / 362880.0;
+    p = p * t - 1.0 / 40320.0;
+    p = p * t + 1.0 / 5040.0;
+    p = p * t - 1.0 / 720.0;
+    p = p * t + 1.0 / 120.0;
+    p = p * t - 1.0 / 24.0;
+    p = p * t + 1.0 / 6.0;
+    p = p * t - 0.5;
+    p = p * t + 1.0;
+    return t * p;
+}
+
 }  // namespace ldp

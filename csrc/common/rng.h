@@ -4,11 +4,180 @@
 //
 // Word order: a cell's stream of 32-bit words is philox(counter with draw=0) v[0..3],
 // then draw=1 v[0..3], ...  next_u64 = (w0 << 32) | w1.
+//
+// Exactness: bernoulli(p) has P[true] = p exactly for the double p, and geometric(p) has the
+// law of Geometric(p) up to a relative error < 2^-49 on every factor of its probabilities
+// (see geom_draw): no outcome of either has probability 0 that should be positive, which a
+// plain 53-bit uniform cannot give (it never resolves probabilities below 2^-53, audit F5).
 #pragma once
 #include "detmath.h"
 #include "philox.h"
 
 namespace ldp {
+
+// Bernoulli(q) with P[true] = q exactly for a double q in [0, 1]: the uniform's binary
+// expansion is compared with q's, 32 bits (one word) at a time; q's digits come from exact
+// scalings by 2^32, and a double has finitely many, so the loop ends.  Consumes no word
+// when q <= 0 (then U >= q surely).
+template <class G>
+LDP_HD bool bernoulli_words(G& g, double q) {
+    for (;;) {
+        if (!(q > 0.0)) return false;
+        if (q >= 1.0) q = 1.0;
+        double Q = q * 4294967296.0;  // <= 2^32
+        uint64_t K = (uint64_t)Q;
+        uint64_t w = g.next_u32();
+        if (w != K) return w < K;
+        q = Q - (double)K;  // exact: the next 32 digits of q
+    }
+}
+
+// Bernoulli(p), P[true] = p exactly (p a double; <= 0 never, >= 1 always), for CellRng::
+// bernoulli.  Same words and same answer as uniform() < p except when the 53 bits tie with
+// p's (probability 2^-53), which bernoulli_words settles from further words; uniform() < p
+// alone is never true for p < 2^-54 and off by up to 2^-54 absolute otherwise.
+template <class G>
+LDP_HD bool bernoulli_u53(G& g, double p) {
+    uint64_t k = g.next_u64() >> 11;
+    if (!(p < 1.0)) return p >= 1.0;
+    if (!(p > 0.0)) return false;
+    double P = p * 9007199254740992.0;  // exact, < 2^53
+    uint64_t K = (uint64_t)P;
+    if (k != K) return k < K;
+    return bernoulli_words(g, P - (double)K);
+}
+
+// Geometric(p) (failures before the first success, on {0, 1, ...}), capped at 2^62.
+// Memorylessness splits G = 2^B H + R with H, R independent:
+//   H ~ Geometric(stop), stop = 1 - (1 - p)^(2^B): whole blocks of 2^B trials without success,
+//       counted by exact Bernoulli(stop) trials;
+//   R in [0, 2^B) with P[R = x] proportional to (1 - p)^x: x uniform on B bits, accepted with
+//       exact Bernoulli(exp(-lam x)), lam = -log(1 - p).
+// B is the smallest with lam 2^B >= ln2 / 2 (so stop in [0.29, 0.5] and the acceptance rate
+// >= 0.72); B = 0 (p >= 0.293) leaves H alone with stop = p, which is then exact.  The only
+// inexactness is the double evaluation of stop and exp(-lam x) (det_log1p, det_exp_neg,
+// det_neg_expm1: relative error < 2^-50 each, 2^-49 after propagating lam's), so every ratio
+// of gap probabilities the skip samplers' privacy analysis uses (P(g1) P(g2) / P(g1 + g2 + 1),
+// P(g + 1) / P(g), tails) is within a factor e^(+-2^-46) of the exact geometric's, for every
+// p and every g: no truncation, no hole.  A plain floor(log U / log(1 - p)) with a 53-bit U
+// (the sampler before audit F5) gives every gap a multiple of 2^-53: it never exceeds
+// log(2^-54) / log(1 - p), and below that most gaps of probability < 2^-53 (total mass about
+// 2^-53 / p) get probability 0, so it was only (eps, ~2^-53 / p)-private.
+//
+// Draw order (twins: _numba/rng.py geom_draw, rng.py CellRng.geometric): H first, from
+// 32-bit words, byte i (low first) deciding trial i of the word against K = floor(256 stop):
+// byte < K success, byte > K failure, byte == K a tie settled by bernoulli_words(256 stop - K)
+// from the following words, after which a failed trial continues with a fresh word.  Then R:
+// each attempt takes x and an 8-bit v from one word (B <= 24), one 64-bit draw (B <= 56, v its
+// top byte) or a 64-bit draw plus the top byte of one more word, and compares v with
+// floor(256 a), a = det_exp_neg(lam x), a tie again settled by bernoulli_words.
+constexpr int64_t GEO_CAP = 4611686018427387904ll;  // 2^62
+
+struct GeomParams {
+    int kind;     // 0: p >= 1 (always 0), 1: p <= 0 or NaN (always GEO_CAP), 2: sample
+    int B;        // block bits
+    double lam;   // -log(1 - p)
+    double stop;  // P[H = 0]
+    // Squeeze (speed only, never the output): for x in bucket j = x >> shift,
+    // klo[j] <= floor(256 det_exp_neg(lam x)) <= khi[j] (clamped to 255).
+    int shift;
+    unsigned char klo[16], khi[16];  // (no uint8_t under NVRTC)
+};
+
+LDP_HD GeomParams geom_params(double p) {
+    GeomParams P;
+    P.B = 0;
+    P.shift = 0;
+    P.lam = 0.0;
+    P.stop = 1.0;
+    if (p >= 1.0) {
+        P.kind = 0;
+        return P;
+    }
+    if (!(p > 0.0)) {
+        P.kind = 1;
+        return P;
+    }
+    P.kind = 2;
+    P.lam = p < 8.673617379884035e-19 ? p : -det_log1p(-p);  // p < 2^-60: -log(1-p) = p to 2^-61
+    double t = P.lam;
+    while (t < 0.34657359027997264 && P.B < 62) {  // ln2 / 2; doubling is exact
+        t = t * 2.0;
+        ++P.B;
+    }
+    P.stop = P.B == 0 ? p : det_neg_expm1(t);
+    // Bucket j holds x in [j 2^shift, (j + 1) 2^shift), where exp(-lam x) lies in
+    // [e1^(j+1), e1^j], e1 = exp(-lam 2^shift).  The powers carry <= 16 roundings and
+    // det_exp_neg(lam x) is within 2^-50 of exp(-lam x), all far inside the 2^-44 margin.
+    P.shift = P.B > 4 ? P.B - 4 : 0;
+    const double e1 = det_exp_neg(P.lam * (double)((uint64_t)1 << P.shift));
+    double a = 1.0;
+    for (int j = 0; j < 16; ++j) {
+        const double hi = a + 5.684341886080802e-14, lo = a * e1 - 5.684341886080802e-14;  // 2^-44
+        const double khi = hi * 256.0, klo = lo * 256.0;
+        P.khi[j] = (unsigned char)(khi >= 255.0 ? 255u : (unsigned)khi);
+        P.klo[j] = (unsigned char)(klo > 0.0 ? (klo >= 255.0 ? 255u : (unsigned)klo) : 0u);
+        a = a * e1;
+    }
+    return P;
+}
+
+template <class G>
+LDP_HD int64_t geom_draw(G& g, const GeomParams& P) {
+    if (P.kind == 0) return 0;
+    if (P.kind == 1) return GEO_CAP;
+    const int B = P.B;
+    const int64_t hmax = (int64_t)1 << (62 - B);  // H >= hmax means G >= 2^62
+    const double S = P.stop * 256.0;
+    const uint64_t K = (uint64_t)S;  // stop < 1: K <= 255
+    // Four trials per word, decided without a branch per trial: in 16-bit lanes, bit 15 of
+    // byte + 0x8000 - (K + 1) is set iff byte > K (failure).
+    const uint64_t LANES = 0x8000800080008000ull;
+    const uint64_t ADD = (0x8000ull - (K + 1)) * 0x0001000100010001ull;
+    int64_t h = 0;
+    for (;;) {
+        uint64_t w = g.next_u32();
+        uint64_t sp = (w & 0xFFull) | ((w & 0xFF00ull) << 8) | ((w & 0xFF0000ull) << 16) | ((w & 0xFF000000ull) << 24);
+        uint64_t stopm = ~(sp + ADD) & LANES;  // lanes with byte <= K
+        if (stopm == 0) {
+            h += 4;
+            if (h >= hmax) return GEO_CAP;
+            continue;
+        }
+        int i = (stopm & 0x8000ull) ? 0 : (stopm & 0x80000000ull) ? 1 : (stopm & 0x800000000000ull) ? 2 : 3;
+        h += i;
+        if (h >= hmax) return GEO_CAP;
+        if (((w >> (8 * i)) & 0xFFu) < K) break;
+        if (bernoulli_words(g, S - (double)K)) break;  // tie
+        if (++h >= hmax) return GEO_CAP;
+    }
+    if (B == 0) return h;
+    const uint64_t mask = ((uint64_t)1 << B) - 1;
+    for (;;) {
+        uint64_t x, v;
+        if (B <= 24) {
+            uint64_t w = g.next_u32();
+            x = w & mask;
+            v = w >> 24;
+        } else {
+            uint64_t w = g.next_u64();
+            x = w & mask;
+            v = B <= 56 ? w >> 56 : (uint64_t)(g.next_u32() >> 24);
+        }
+        const int j = (int)(x >> P.shift);  // < 16
+        bool acc;
+        if (v < P.klo[j]) {
+            acc = true;
+        } else if (v > P.khi[j]) {
+            acc = false;
+        } else {
+            const double A = det_exp_neg(P.lam * (double)x) * 256.0;  // lam x in [0, ln2)
+            const uint64_t Ka = (uint64_t)A;
+            acc = v != Ka ? v < Ka : bernoulli_words(g, A - (double)Ka);
+        }
+        if (acc) return (h << B) | (int64_t)x;
+    }
+}
 
 // Named streams: one per mechanism/purpose, so two mechanisms run with one seed never
 // reuse randomness.  Keep in sync with ldpfast/rng.py::Stream.
@@ -67,8 +236,8 @@ struct CellRng {
     // Uniform on the open interval (0, 1): (k + 0.5) / 2^53, k uniform on 53 bits.
     LDP_HD double uniform() { return ((double)(next_u64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-    // Bernoulli(p); P[true] equals p to within 2^-53.
-    LDP_HD bool bernoulli(double p) { return uniform() < p; }
+    // Bernoulli(p), P[true] = p exactly: see bernoulli_u53.
+    LDP_HD bool bernoulli(double p) { return bernoulli_u53(*this, p); }
 
     // Uniform integer in [0, k), k >= 1, by masking and rejection: no modulo bias.
     // One 32-bit word per try when k <= 2^32, else two.
@@ -87,13 +256,11 @@ struct CellRng {
         }
     }
 
-    // Number of failures before the first success of Bernoulli(p) trials, p in (0, 1]:
-    // floor(log(U) / log(1 - p)), capped at 2^62.  Used to skip over non-edges.
+    // Number of failures before the first success of Bernoulli(p) trials, capped at 2^62
+    // (p >= 1: 0, p <= 0: the cap).  See geom_draw.  Used to skip over non-edges.
     LDP_HD int64_t geometric(double p) {
-        if (p >= 1.0) return 0;
-        double g = det_log(uniform()) / det_log1p(-p);
-        if (!(g < 4611686018427387904.0)) return (int64_t)4611686018427387904ll;
-        return (int64_t)g;  // g >= 0, truncation == floor
+        GeomParams P = geom_params(p);
+        return geom_draw(*this, P);
     }
 
     // Binomial(n, p) by counting geometric jumps: expected O(n * min(p, 1 - p) + 1) work.
@@ -102,9 +269,10 @@ struct CellRng {
         if (p >= 1.0) return n;
         bool flip = p > 0.5;
         double q = flip ? 1.0 - p : p;
+        GeomParams P = geom_params(q);
         int64_t count = 0, pos = -1;
         for (;;) {
-            int64_t g = geometric(q);
+            int64_t g = geom_draw(*this, P);
             if (g >= n - 1 - pos) break;
             pos += g + 1;
             ++count;

@@ -10,9 +10,11 @@
 // (DPRR eq. 7: p_true = p q_i, p_false = (1-p) q_i; Warner RR: p, 1-p).  True edges get one
 // Bernoulli each, drawn in neighbour order from CellRng(seed, stream_t, i, col_t); the
 // n-1-d_i non-neighbours are never enumerated: the positions of the false edges among them
-// are drawn by skip sampling (geometric gaps, CellRng(seed, stream_f, i, col_f)), and the
-// k-th non-neighbour is mapped to its node id by merging with the sorted exclusion list
-// N(i) + {i}.  Work and memory O(d_i + output) per row.  Two passes: *_count writes each
+// are drawn by skip sampling (geometric gaps, CellRng(seed, stream_f, i, col_f); geom_draw in
+// rng.h: full support, each factor of the gap law within relative 2^-49 of Geometric's, so
+// every likelihood ratio is the product-of-Bernoulli(p_false) one up to e^(+-2^-46), audit
+// F5), and the k-th non-neighbour is mapped to its node id by merging with the sorted
+// exclusion list N(i) + {i}.  Work and memory O(d_i + output) per row.  Two passes: *_count writes each
 // row's output size, Python prefix-sums it, *_fill regenerates the same draws and writes
 // the sorted rows.
 #include <algorithm>
@@ -28,38 +30,7 @@
 
 namespace ldp {
 
-static constexpr int64_t GEO_CAP = 4611686018427387904ll;  // 2^62, as CellRng::geometric
 static constexpr uint64_t LOCALLAP_ROW_OFFSET = 1ull << 40;  // zero-candidate cells of LocalLap
-
-// det_log (detmath.h) with frexp done by bit manipulation: the same bits for every positive
-// normal double (uniform() never returns anything else), and no libm call in the hot loop.
-static inline double det_log_pos(double x) {
-    uint64_t b;
-    std::memcpy(&b, &x, sizeof b);
-    int e = (int)((b >> 52) & 0x7ffu) - 1022;
-    b = (b & 0x800FFFFFFFFFFFFFull) | (0x3FEull << 52);  // frexp: m in [0.5, 1), x = m 2^e
-    double m;
-    std::memcpy(&m, &b, sizeof m);
-    const double SQRT_HALF = 0.70710678118654752440;
-    const double LN2_HI = 6.93147180369123816490e-01;
-    const double LN2_LO = 1.90821492927058770002e-10;
-    if (m < SQRT_HALF) {
-        m = m * 2.0;
-        e = e - 1;
-    }
-    double f = m - 1.0;
-    double de = (double)e;
-    return de * LN2_HI + (det_log1p_small(f) + de * LN2_LO);
-}
-
-// CellRng::geometric(p) with log(1 - p) computed once per row: same draws, same bits
-// (det_log1p is deterministic), one log fewer per gap.
-static inline int64_t geom_pre(CellRng& g, double p, double lden) {
-    if (p >= 1.0) return 0;
-    double x = det_log_pos(g.uniform()) / lden;
-    if (!(x < 4611686018427387904.0)) return GEO_CAP;
-    return (int64_t)x;
-}
 
 // Exact geometric on {0, 1, ...} with P[k] proportional to exp(-k s / t): the geometric half
 // of Canonne-Kamath-Steinke's discrete Laplace (integer arithmetic only).
@@ -127,9 +98,9 @@ static inline void rr_false_positions(const RRArgs& A, int64_t i, int64_t m, F&&
     const double pf = A.pf[i];
     if (!(pf > 0.0) || m <= 0) return;
     CellRng rf(A.seed, A.st_f, (uint64_t)i, A.c_f);
-    const double lden = det_log1p(-pf);
+    const GeomParams gp = geom_params(pf);  // once per row
     for (int64_t k = -1;;) {
-        int64_t g = geom_pre(rf, pf, lden);
+        int64_t g = geom_draw(rf, gp);
         if (g >= m - 1 - k) break;
         k += g + 1;
         f(k);
@@ -153,10 +124,10 @@ static int64_t rr_row_count(const RRArgs& A, int64_t i, const C* nb, int64_t d) 
 }
 
 // Row i written sorted into w (pass 2); returns the number written.  The false positions are
-// drawn first into `buf` in a tight loop (no data-dependent branches, so the logarithms of
-// successive gaps overlap in the pipeline), then mapped to node ids and merged with the
-// kept true edges.  The two streams are separate cells, so the order in which they are
-// consumed does not change any draw (the Numba twin interleaves them; same output).
+// drawn first into `buf` in a tight loop (nothing but the gap sampler in it), then mapped to
+// node ids and merged with the kept true edges.  The two streams are separate cells, so the
+// order in which they are consumed does not change any draw (the Numba twin interleaves
+// them; same output).
 template <class C>
 static int64_t rr_row_fill(const RRArgs& A, int64_t i, const C* nb, int64_t d, C* w, std::vector<int64_t>& buf) {
     if (A.pub && A.pub[i]) {
@@ -313,11 +284,11 @@ static int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64
     if (m <= 0 || pi <= 0.0) return 0;
     CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round);
     CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
-    double lden = pi >= 1.0 ? 0.0 : det_log1p(-pi);
+    const GeomParams gp = geom_params(pi);
     SkipMap<C> sm(ex, le, -1, i + 1);
     int64_t k = -1, cnt = 0;
     for (;;) {
-        int64_t g = geom_pre(rg, pi, lden);
+        int64_t g = geom_draw(rg, gp);
         if (g >= m - 1 - k) break;
         k += g + 1;
         if (wc) {

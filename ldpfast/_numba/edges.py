@@ -14,7 +14,6 @@ from . import rng as R
 jit = nb.njit(cache=True, nogil=True)
 pjit = nb.njit(cache=True, nogil=True, parallel=True)
 
-_GEO_CAP = np.int64(4611686018427387904)
 _STREAM_LOCALLAP = 10
 _LL_ROW = np.int64(1 << 40)
 _I64_MIN = np.iinfo(np.int64).min
@@ -22,16 +21,6 @@ _I64_MAX = np.iinfo(np.int64).max
 _ZERO = np.uint64(0)
 _ONE = np.uint64(1)
 _BLOCK = 256  # rows per parallel task (results never depend on it)
-
-
-@jit
-def _geom_pre(st, p, lden):
-    if p >= 1.0:
-        return np.int64(0)
-    x = R.det_log(R.uniform(st)) / lden
-    if not x < 4611686018427387904.0:
-        return _GEO_CAP
-    return np.int64(x)
 
 
 @jit
@@ -88,13 +77,13 @@ def _rr_row(i, col, b, d, n, seed, st_t, c_t, st_f, c_f, pt, pf, stt, stf, ocol,
     m = n - 1 - d
     if pf > 0.0 and m > 0:
         R.cell_init(stf, seed, st_f, i, c_f)
-        lden = R.det_log1p(-pf)
+        kind, B, lam, stop = R.geom_params(pf)  # once per row, as the C++ kernel
         xpos = np.int64(np.searchsorted(col[b:b + d], i))
         L = d + 1
         ptr = np.int64(0)
         k = np.int64(-1)
         while True:
-            g = _geom_pre(stf, pf, lden)
+            g = R.geom_draw(stf, kind, B, lam, stop)
             if g >= m - 1 - k:
                 break
             k += g + 1
@@ -213,13 +202,13 @@ def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, 
         return np.int64(0)
     R.cell_init(stg, seed, _STREAM_LOCALLAP, _LL_ROW + i, 2 * rnd)
     R.cell_init(stv, seed, _STREAM_LOCALLAP, _LL_ROW + i, 2 * rnd + 1)
-    lden = 0.0 if pi >= 1.0 else R.det_log1p(-pi)
+    kind, B, lam, stop = R.geom_params(pi)
     base = i + 1
     ptr = np.int64(0)
     k = np.int64(-1)
     cnt = np.int64(0)
     while True:
-        g = _geom_pre(stg, pi, lden)
+        g = R.geom_draw(stg, kind, B, lam, stop)
         if g >= m - 1 - k:
             break
         k += g + 1

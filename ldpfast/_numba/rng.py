@@ -95,8 +95,33 @@ def uniform(st):
 
 
 @jit
+def bernoulli_words(st, q):
+    """Exact Bernoulli(q) for a double q, 32 bits at a time (twin of rng.h bernoulli_words)."""
+    while True:
+        if not q > 0.0:
+            return False
+        q = min(q, 1.0)
+        Q = q * 4294967296.0
+        K = np.uint64(Q)
+        w = next_u32(st)
+        if w != K:
+            return w < K
+        q = Q - np.float64(K)
+
+
+@jit
 def bernoulli(st, p):
-    return uniform(st) < p
+    """P[true] = p exactly: the 53 bits of uniform(), a tie settled by further words."""
+    k = next_u64(st) >> _S11
+    if not p < 1.0:
+        return p >= 1.0
+    if not p > 0.0:
+        return False
+    P = p * 9007199254740992.0
+    K = np.uint64(P)
+    if k != K:
+        return k < K
+    return bernoulli_words(st, P - np.float64(K))
 
 
 @jit
@@ -164,13 +189,129 @@ def det_log1p(x):
 
 
 @jit
-def geometric(st, p):
+def det_exp_neg(y):
+    """exp(-y), 0 <= y <= ln2 (twin of detmath.h)."""
+    z = -y
+    scale = 1.0
+    if y > 0.34657359027997264:
+        z = (6.93147180369123816490e-01 - y) + 1.90821492927058770002e-10
+        scale = 0.5
+    p = 1.0 / 6227020800.0
+    p = p * z + 1.0 / 479001600.0
+    p = p * z + 1.0 / 39916800.0
+    p = p * z + 1.0 / 3628800.0
+    p = p * z + 1.0 / 362880.0
+    p = p * z + 1.0 / 40320.0
+    p = p * z + 1.0 / 5040.0
+    p = p * z + 1.0 / 720.0
+    p = p * z + 1.0 / 120.0
+    p = p * z + 1.0 / 24.0
+    p = p * z + 1.0 / 6.0
+    p = p * z + 0.5
+    p = p * z + 1.0
+    p = p * z + 1.0
+    return p * scale
+
+
+@jit
+def det_neg_expm1(t):
+    """1 - exp(-t), 0 <= t <= ln2 (twin of detmath.h)."""
+    if t > 0.34657359027997264:
+        return 1.0 - det_exp_neg(t)
+    p = -1.0 / 87178291200.0
+    p = p * t + 1.0 / 6227020800.0
+    p = p * t - 1.0 / 479001600.0
+    p = p * t + 1.0 / 39916800.0
+    p = p * t - 1.0 / 3628800.0
+    p = p * t + 1.0 / 362880.0
+    p = p * t - 1.0 / 40320.0
+    p = p * t + 1.0 / 5040.0
+    p = p * t - 1.0 / 720.0
+    p = p * t + 1.0 / 120.0
+    p = p * t - 1.0 / 24.0
+    p = p * t + 1.0 / 6.0
+    p = p * t - 0.5
+    p = p * t + 1.0
+    return t * p
+
+
+GEO_CAP = np.int64(4611686018427387904)
+
+
+@jit
+def geom_params(p):
+    """(kind, B, lam, stop) of the geometric sampler (twin of rng.h geom_params)."""
     if p >= 1.0:
+        return 0, 0, 0.0, 1.0
+    if not p > 0.0:
+        return 1, 0, 0.0, 1.0
+    lam = p if p < 8.673617379884035e-19 else -det_log1p(-p)
+    t = lam
+    B = 0
+    while t < 0.34657359027997264 and B < 62:
+        t = t * 2.0
+        B += 1
+    stop = p if B == 0 else det_neg_expm1(t)
+    return 2, B, lam, stop
+
+
+@jit
+def geom_draw(st, kind, B, lam, stop):
+    """Geometric gap with the law and draw order of rng.h geom_draw (trials one at a time; no
+    squeeze table, which only saves time there and never changes a decision)."""
+    if kind == 0:
         return np.int64(0)
-    g = det_log(uniform(st)) / det_log1p(-p)
-    if not g < 4611686018427387904.0:
-        return np.int64(4611686018427387904)
-    return np.int64(g)
+    if kind == 1:
+        return GEO_CAP
+    hmax = np.int64(1) << np.int64(62 - B)
+    S = stop * 256.0
+    K = np.uint64(S)
+    h = np.int64(0)
+    done = False
+    while not done:
+        w = next_u32(st)
+        for i in range(4):
+            b = (w >> np.uint64(8 * i)) & np.uint64(0xFF)
+            if b < K:
+                done = True
+                break
+            if b == K:  # tie: settled from the following words; a failure goes on with a new word
+                if bernoulli_words(st, S - np.float64(K)):
+                    done = True
+                else:
+                    h += 1
+                    if h >= hmax:
+                        return GEO_CAP
+                break
+            h += 1
+            if h >= hmax:
+                return GEO_CAP
+    if B == 0:
+        return h
+    mask = (_ONE << np.uint64(B)) - _ONE
+    while True:
+        if B <= 24:
+            w = next_u32(st)
+            x = w & mask
+            v = w >> np.uint64(24)
+        else:
+            w = next_u64(st)
+            x = w & mask
+            v = w >> np.uint64(56) if B <= 56 else next_u32(st) >> np.uint64(24)
+        A = det_exp_neg(lam * np.float64(x)) * 256.0
+        Ka = np.uint64(A)
+        if v != Ka:
+            acc = v < Ka
+        else:
+            acc = bernoulli_words(st, A - np.float64(Ka))
+        if acc:
+            return (h << np.int64(B)) | np.int64(x)
+
+
+@jit
+def geometric(st, p):
+    kind, B, lam, stop = geom_params(p)
+    return geom_draw(st, kind, B, lam, stop)
 
 
 @jit
@@ -182,10 +323,11 @@ def binomial(st, n, p):
         return n
     flip = p > 0.5
     q = 1.0 - p if flip else p
+    kind, B, lam, stop = geom_params(q)
     count = np.int64(0)
     pos = np.int64(-1)
     while True:
-        g = geometric(st, q)
+        g = geom_draw(st, kind, B, lam, stop)
         if g >= n - 1 - pos:
             break
         pos += g + 1

@@ -39,6 +39,8 @@ def _fill(out, seed, stream, row0, kind, a, b):
                 out[r, c] = R.geometric(st, b)
             elif kind == 4:
                 out[r, c] = R.binomial(st, np.int64(a), b)
+            elif kind == 6:
+                out[r, c] = R.bernoulli(st, b)
             else:
                 out[r, c] = R.discrete_laplace(st, np.uint64(a), np.uint64(b))
 
@@ -63,6 +65,15 @@ def fill_binomial(out, seed, stream, row0, n, p):
     _fill(out, np.uint64(seed), stream, row0, 4, n, float(p))
 
 
+def fill_bernoulli(out, seed, stream, row0, p):
+    _fill(out, np.uint64(seed), stream, row0, 6, 0, float(p))
+
+
+def geom_params(p):
+    kind, B, lam, stop = R.geom_params(float(p))
+    return int(kind), int(B), float(lam), float(stop)
+
+
 def fill_discrete_laplace(out, seed, stream, row0, t, s):
     # b carries s; it is an integer < 2**63 so the float round-trip is exact for powers of 2
     _fill(out, np.uint64(seed), stream, row0, 5, np.uint64(t), float(s))
@@ -70,3 +81,5 @@ def fill_discrete_laplace(out, seed, stream, row0, t, s):
 
 det_log = R.det_log
 det_log1p = R.det_log1p
+det_exp_neg = R.det_exp_neg
+det_neg_expm1 = R.det_neg_expm1

@@ -58,10 +58,17 @@ Implementation choices (documented deviations from the paper's text)
   clipped to ``[0, n(n-1)/2]`` as in the code.
 
 Randomness and exactness: counter-based Philox streams (``Stream.DPRR_*``, ``RR_EDGES``,
-``LOCALLAP``), so outputs depend only on the seed (not on backend or threads).  Warner RR and
-sampling probabilities are realised in floating point: Bernoulli draws compare a 53-bit
-uniform, false-edge gaps are ``floor(log U / log(1 - p))`` with a deterministic logarithm, so
-each per-bit probability is exact to about 2^-52 relative.
+``LOCALLAP``), so outputs depend only on the seed (not on backend or threads).  The per-bit
+probabilities (``p q_i``, ``(1-p) q_i``, LocalLap's candidate rate) are computed as doubles;
+given those doubles the draws are exact up to a negligible factor: kept true edges by an exact
+Bernoulli (``P = p_true`` exactly), false edges and candidates by skip sampling with geometric
+gaps whose law has full support and is within relative ``2^-49`` of Geometric(``p_false``),
+factor by factor (``geom_draw`` in ``csrc/common/rng.h``).  So every likelihood ratio of a
+user's report is within ``e^(+-2^-46)`` of the exact independent-Bernoulli mechanism's: pure
+``eps``-edge LDP up to that factor and the rounding of the doubles.  (Until audit F5 the gaps
+were ``floor(log U / log(1 - p))`` with a 53-bit ``U``, which has no gap beyond
+``log(2^-54) / log(1 - p)`` and probability 0 for most gaps below ``2^-53``: only
+``(eps, ~2^-53 / p_false)``.)
 """
 from __future__ import annotations
 
