@@ -43,11 +43,15 @@ def test_synthetic_dataset_structure(small_dataset):
 
 
 def test_nonpriv_full_separable(small_dataset):
-    rep = D.fit(small_dataset, "nonpriv_full", model="gin", runs=1, epochs=15, split=(0.6, 0.2), threads=1)
+    # A fixed seed: fit() draws a fresh one by default.  15 epochs left GIN at chance on some
+    # seeds (the best epoch is often 15-29); 40 epochs and the mean of 3 runs gave 92-100 %
+    # on seeds 0-4.
+    rep = D.fit(small_dataset, "nonpriv_full", model="gin", runs=3, epochs=40, split=(0.6, 0.2), threads=1,
+                seed=0)
     # chance is 50 %; 12 test graphs.  The classes differ by ~1.2 in mean degree and in hub size
     assert rep.accuracy["mean"] >= 75.0, rep.accuracy
     assert math.isinf(rep.privacy["eps"])
-    assert rep.settings["model"] == "gin" and rep.settings["runs"] == 1
+    assert rep.settings["model"] == "gin" and rep.settings["runs"] == 3
 
 
 def test_dprr_fit_reports_privacy(small_dataset):
