@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--eps-x", type=float, default=3.0, help="feature budget (default 3)")
     pd.add_argument("--eps-y", type=float, default=3.0, help="label budget (default 3)")
     pd.add_argument("--epochs", type=int, default=200)
-    pd.add_argument("--seed", type=int, default=0)
+    pd.add_argument("--seed", type=int, default=None,
+                    help="secret seed of the randomisers (default: from the OS); never saved")
     pd.add_argument("--root", default=None,
                     help="read Cora's raw Planetoid files from this data root (default: the "
                          "copy embedded in the package)")

@@ -65,29 +65,36 @@ def train_eval(data, x, y_train, train_mask, val_mask, test_mask, epochs, seed, 
     return best_test
 
 
-def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: int = 0,
+def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: int | None = None,
              root=None, verbose: bool = True) -> dict:
-    """Run the demo and return a JSON-ready report (accuracy, privacy spent, timings)."""
+    """Run the demo and return a JSON-ready report (accuracy, privacy spent, timings).
+
+    ``seed`` is the secret seed of the randomisers, the split and the models (``None``: drawn
+    from the OS); it is not part of the report."""
     from ldpfast import datasets, transforms
+    from ldpfast.methods._common import sub_seed
     from ldpfast.privacy import Ledger
+    from ldpfast.rng import resolve_seed
+
+    seed = resolve_seed(seed)
 
     t0 = time.perf_counter()
     data = datasets.load("cora", root=root)
     n = data.num_nodes
-    train_mask, val_mask, test_mask = random_split(n, seed)
+    train_mask, val_mask, test_mask = random_split(n, sub_seed(seed, 1))
     data.train_mask, data.val_mask, data.test_mask = train_mask, val_mask, test_mask
 
     # Node side: features (all nodes) and labels (the labelled train + val nodes only).
     private = transforms.MultiBit(eps=eps_x, alpha=0.0, beta=1.0, seed=seed)(data)
     # RRLabels randomises train + val labels (the default mask); test labels stay clean.
-    private = transforms.RRLabels(eps=eps_y, seed=seed + 1)(private)
+    private = transforms.RRLabels(eps=eps_y, seed=seed)(private)  # own tag: independent bits
     t_randomise = time.perf_counter() - t0
     ledger = Ledger.of(private)
 
     acc_private = train_eval(data, private.x, private.y, train_mask, val_mask, test_mask,
-                             epochs, seed, "private")
-    acc_clean = train_eval(data, data.x, data.y, train_mask, val_mask, test_mask, epochs, seed,
-                           "non-private")
+                             epochs, sub_seed(seed, 2), "private")
+    acc_clean = train_eval(data, data.x, data.y, train_mask, val_mask, test_mask, epochs,
+                           sub_seed(seed, 2), "non-private")
     from ldpfast.methods import lpgnn
 
     rep = lpgnn.fit(data, eps_x, eps_y, seed=seed, dataset="cora")

@@ -71,7 +71,7 @@ from .._checks import check_eps, check_int, check_prob, check_real
 from ..privacy.accountant import check_degree_model, privacy_model
 from ..privacy.budget import Spent
 from ..rng import resolve_seed
-from ._common import save_figure
+from ._common import SECRET_SEED_HELP, public_command, save_figure, sub_seed
 
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "HeterPoissonReport", "build_model", "fit", "reproduce_main"]
 
@@ -501,19 +501,6 @@ def _plot(path: Path, rows: list[dict], title: str):
     return path
 
 
-def _without_seed(argv: list[str]) -> list[str]:
-    """``argv`` without ``--seed X`` / ``--seed=X``: the recorded command must not hold the seed."""
-    out, skip = [], False
-    for x in argv:
-        if skip:
-            skip = False
-        elif x == "--seed":
-            skip = True
-        elif not x.startswith("--seed="):
-            out.append(x)
-    return out
-
-
 def reproduce_main(argv: list[str] | None = None) -> int:
     """``ldpfast reproduce heterpoisson``: Table II (and IV) on Facebook and Twitch-DE.
 
@@ -529,7 +516,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from ..datasets import load
 
-    # no abbreviations: _without_seed must see every spelling of --seed
+    # no abbreviations: public_command must see every spelling of --seed
     p = argparse.ArgumentParser(prog="ldpfast reproduce heterpoisson", description=reproduce_main.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--datasets", nargs="+", default=["facebook", "twitch-de"], choices=["facebook", "twitch-de"])
@@ -546,7 +533,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                         "private structure with a public degree bound")
     p.add_argument("--degree-bound", default=None,
                    help="D_pub for --degree-model public_bound: an int, or 'auto' (each dataset's maximum degree)")
-    p.add_argument("--seed", type=int, default=0, help="base seed (run r uses seed + r); not written to any output")
+    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
     p.add_argument("--num-layers", type=int, default=1)
     p.add_argument("--epochs", type=float, default=9.0)
     p.add_argument("--batch", type=int, default=4096, help="expected sub-graphs per step (q_b = batch / #train)")
@@ -563,7 +550,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         a.models, a.settings, a.eps, a.M, a.runs = ["gcn"], ["transductive"], [2.0, 8.0], [1.0], 1
     for e in a.eps:
         check_eps("eps", e)
-    check_int("seed", a.seed, 0, 2**63)
+    master = resolve_seed(a.seed)
     if a.degree_model == "public_bound" and a.degree_bound is None:
         p.error("--degree-bound is required with --degree-model public_bound")
     if a.degree_model != "public_bound" and a.degree_bound is not None:
@@ -591,7 +578,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         for M in ([1.0] if m == "mlp" else a.M):
             reps = []
             for r in range(a.runs):
-                rep = fit(data[ds], e, model=m, setting=st, M=M, seed=a.seed + r, accountant=a.accountant,
+                rep = fit(data[ds], e, model=m, setting=st, M=M, seed=sub_seed(master, r), accountant=a.accountant,
                           num_layers=a.num_layers, epochs=a.epochs, expected_batch_size=a.batch,
                           report_pld=a.pld, dataset=ds, degree_model=a.degree_model, degree_bound=bound[ds])
                 reps.append(rep)
@@ -614,7 +601,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                      "eps_pld": None if r0.eps_pld is None else round(r0.eps_pld, 3),
                      "delta": r0.delta, "seconds": round(sum(x.settings["seconds_total"] for x in reps), 1)})
     bar.close()
-    cmd = "ldpfast reproduce heterpoisson " + " ".join(_without_seed(argv or []))
+    cmd = public_command("ldpfast reproduce heterpoisson", argv)
     (out / "heterpoisson.json").write_text(json.dumps({"command": cmd, "rows": rows, "runs": runs_log},
                                                       indent=2, default=str))
     cols = ["dataset", "setting", "model", "degrees", "eps", "M", "ours_mean", "ours_std", "paper", "gap", "runs",

@@ -402,7 +402,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from ..datasets import load, top_classes
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce lpgnn", description=__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast reproduce lpgnn", allow_abbrev=False, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=None,
                    choices=["cora", "citeseer", "facebook", "pubmed", "lastfm"],

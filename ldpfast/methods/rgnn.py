@@ -933,7 +933,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from ..datasets import load
     from . import lpgnn
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce rgnn", description=reproduce_main.__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast reproduce rgnn", allow_abbrev=False, description=reproduce_main.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "facebook"],
                    choices=sorted(DATASET_K))
