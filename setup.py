@@ -14,10 +14,13 @@ from setuptools import setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 sources = sorted(glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
+# Headers: a header-only edit must rebuild the extension (setuptools compares mtimes).
+headers = sorted(glob.glob(os.path.join("csrc", "common", "*.h")) + glob.glob(os.path.join("csrc", "cpu", "*.h")))
 ext = Pybind11Extension(
     "ldpfast._C",
     sources,
     include_dirs=[os.path.join(HERE, "csrc")],
+    depends=headers,
     cxx_std=17,
     # -ffp-contract=off: no fused multiply-add, so the float maths behind random draws
     # (det_log in csrc/common/detmath.h) gives the same bits as NumPy, Numba and CUDA.

@@ -68,7 +68,8 @@ def reference_sample(data, q_b, M, seed, step, cand, allow=None, overlap="drop",
             out_deg[j] += 1
     edges = {(s, d) for d in range(n) for s in nb[d]}
     cand = sorted(int(v) for v in cand)
-    # Alg. 2 lines 3-6: independent central trials
+    # Alg. 2 lines 3-6: independent central trials.  The kernels draw an exact Bernoulli; its
+    # answer equals uniform() < q except on a tie of the 53 bits (probability 2^-53).
     u = cell_uniform(seed, Stream.HETER_CENTRAL, cand, step)
     central = [v for v, uv in zip(cand, u) if uv < q_b]
     delta = set(central)  # line 15

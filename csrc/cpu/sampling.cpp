@@ -8,10 +8,11 @@
 //
 // Randomness (counter-addressed, so the output never depends on the thread count):
 //   * central trial of candidate node v at step t  (Alg. 2 lines 5-6):
-//       CellRng(seed, STREAM_HETER_CENTRAL, v, t).uniform() < q_b
+//       CellRng(seed, STREAM_HETER_CENTRAL, v, t).bernoulli(q_b)
 //   * peripheral trial of neighbour j = col[e] of central node v at step t (Alg. 3 lines
 //     4-6), addressed by the CSR position e of the entry (v, j):
-//       CellRng(seed, STREAM_HETER_PERIPHERAL, e, t).uniform() < M / deg[j]
+//       CellRng(seed, STREAM_HETER_PERIPHERAL, e, t).bernoulli(M / deg[j])
+//   (exact Bernoulli: uniform() < p would never fire below p = 2^-54, audit F5)
 //   * inference (section 4.4): the neighbours of test node v are ranked by the key
 //       CellRng(seed, STREAM_HETER_INFERENCE, e, t).next_u64()
 //     and the n_test smallest (key, j) are kept: a uniform sample without replacement.
@@ -69,7 +70,7 @@ void run_weighted(int64_t n, const int64_t* prefix, F&& f) {
 
 inline bool central_trial(uint64_t seed, uint32_t step, int64_t v, double q) {
     CellRng g(seed, STREAM_HETER_CENTRAL, (uint64_t)v, step);
-    return g.uniform() < q;
+    return g.bernoulli(q);
 }
 
 // Does sorted a[0..n) contain x?
@@ -99,7 +100,7 @@ void nodes_t(const Graph<C>& G, const int64_t* deg, const int64_t* centers, int6
                 if (j == v) continue;
                 if (allow && !allow[j]) continue;
                 CellRng g(seed, STREAM_HETER_PERIPHERAL, (uint64_t)e, step);
-                if (!(g.uniform() < M / (double)deg[j])) continue;
+                if (!g.bernoulli(M / (double)deg[j])) continue;
                 bool cen = cand[j] && central_trial(seed, step, j, q);
                 if (cen && drop) continue;
                 n_id[out + cnt] = j;

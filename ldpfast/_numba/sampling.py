@@ -24,7 +24,7 @@ _BLOCK = 64  # sub-graphs per parallel task (results never depend on it)
 @jit
 def _central(st, seed, step, v, q):
     R.cell_init(st, seed, _STREAM_CENTRAL, v, step)
-    return R.uniform(st) < q
+    return R.bernoulli(st, q)
 
 
 @pjit
@@ -64,7 +64,7 @@ def _nodes(rowptr, col, deg, centers, cand, allow, use_allow, seed, step, q, M, 
                 if use_allow and allow[j] == 0:
                     continue
                 R.cell_init(st, seed, _STREAM_PERIPHERAL, e, step)
-                if not (R.uniform(st) < M / np.float64(deg[j])):
+                if not R.bernoulli(st, M / np.float64(deg[j])):
                     continue
                 cen = cand[j] != 0 and _central(sc, seed, step, j, q)
                 if cen and drop:
