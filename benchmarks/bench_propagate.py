@@ -5,6 +5,9 @@
                                          [--cached [--cached-k 4 --aggr gcn]]
 
 Graph: uniform random undirected edges (or the Orkut-like synthetic graph with --orkut).
+Implementations are timed in interleaved rounds (A B C, A B C, ...: see
+harness.time_interleaved) so load drift on a shared machine hits all of them alike; the
+JSON has median and min wall time, process CPU time and the load average per row.
 All implementations compute the same K-step mean aggregation without self loops; outputs
 are checked to agree at K = 1 before timing (after many steps float32 results of different
 summation orders drift apart by up to ~1e-3 on hubs of degree 10^4, for every library).  Baselines:
@@ -35,7 +38,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.harness import add_ratios, building, time_call, write_report
+from benchmarks.harness import add_ratios, building, time_interleaved, write_report
 from ldpfast import graph, ops
 from ldpfast.graph import to_csr
 
@@ -58,6 +61,8 @@ def _row(case, impl, r, work=None):
            "max_s": r["max_s"]}
     if work is not None:
         row["edges_per_s"] = work / r["median_s"]
+    row["cpu_median_s"] = r["cpu_median_s"]
+    row["repeat"] = r["repeat"]
     row["peak_rss_mib"] = r["peak_rss_mib"]
     row["loadavg_1m"] = r["loadavg_1m"]
     print(f"{case:44s} {impl:40s} {r['median_s']:.3f} s  (load {r['loadavg_1m']:.1f})", flush=True)
@@ -125,8 +130,8 @@ def cached_section(csr, name, a, rows):
         ref = torch_conv()
     assert torch.equal(c0.rowptr, ref.crow_indices()) and torch.equal(c0.col.long(), ref.col_indices())
     del ref
-    for impl, fn in convs.items():
-        rows.append(_row(case, impl, time_call(fn, repeat=a.repeat, warmup=a.warmup), E))
+    for impl, r in time_interleaved(convs, a.repeat, a.warmup).items():
+        rows.append(_row(case, impl, r, E))
 
     # --- the layer ---------------------------------------------------------------------
     deg = c0.degrees().to(torch.float64)
@@ -179,21 +184,23 @@ def cached_section(csr, name, a, rows):
     fwd = dict(layers)
     fwd["ldpfast KProp(cached=True, edge_weight)"] = lambda h: weighted(h, ei, ew)
     case = f"{name} layer fwd d={d} K={k} {aggr}"
-    for impl, f in fwd.items():
-        rows.append(_row(case, impl, time_call(lambda f=f: f(x), repeat=a.repeat, warmup=a.warmup),
-                         c_nnz(A) * k))
+    res = time_interleaved({i: (lambda f=f: f(x)) for i, f in fwd.items()}, a.repeat, a.warmup)
+    for impl, r in res.items():
+        rows.append(_row(case, impl, r, c_nnz(A) * k))
     layers["torch.sparse.mm(csr, A^T built once)"] = spmm_pre
     case = f"{name} layer fwd+bwd d={d} K={k} {aggr}"
-    for impl, f in layers.items():
-        def step(f=f):
-            h = x.detach().requires_grad_(True)
-            f(h).backward(gy)
-            return h.grad
-        # torch's own CSR backward is tens of times slower than its forward: one timed
-        # call, no warm-up, is enough to show it (the A^T-built-once row is the fair one).
-        slow = impl == "torch.sparse.mm(csr built once)"
-        r = time_call(step, repeat=1 if slow else a.repeat, warmup=0 if slow else a.warmup)
-        rows.append(_row(case, impl + (" [torch autograd, 1 call]" if slow else ""), r,
+    def step(f):
+        h = x.detach().requires_grad_(True)
+        f(h).backward(gy)
+        return h.grad
+
+    # torch's own CSR backward is several times slower than its forward: one timed call,
+    # no warm-up, is enough to show it (the A^T-built-once row is the fair baseline).
+    slow = "torch.sparse.mm(csr built once)"
+    res = time_interleaved({i: (lambda f=f: step(f)) for i, f in layers.items()}, a.repeat,
+                           a.warmup, only={slow: (1, 0)})
+    for impl, r in res.items():
+        rows.append(_row(case, impl + (" [torch autograd, 1 call]" if impl == slow else ""), r,
                          2 * c_nnz(A) * k))
 
 
@@ -299,11 +306,12 @@ def main(argv=None):
                     h = torch_scatter.scatter(h[ei[0]], ei[1], dim=0, dim_size=n, reduce="mean")
                 return h
             impls["torch_scatter mean"] = tsc
-        for impl, fn in impls.items():
-            rows.append(_row(case, impl, time_call(fn, repeat=a.repeat, warmup=a.warmup), csr.nnz * k))
+        for impl, r in time_interleaved(impls, a.repeat, a.warmup).items():
+            rows.append(_row(case, impl, r, csr.nnz * k))
     if a.cached:
         cached_section(csr, name, a, rows)
     add_ratios(rows)
+    add_ratios(rows, key="min_s", prefix="speedup_min_vs_")
     write_report(f"bench_propagate_{name}", rows, a.out)
 
 

@@ -111,6 +111,51 @@ def time_call(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> dic
     }
 
 
+def time_interleaved(fns: dict[str, Callable[[], object]], repeat: int = 5, warmup: int = 1,
+                     only: dict[str, tuple[int, int]] | None = None) -> dict[str, dict]:
+    """Time several implementations in interleaved rounds (A B C, A B C, ...).
+
+    On a shared machine the load drifts over minutes; interleaving exposes every
+    implementation to the same drift, so the ratios between them are far less noisy than
+    with back-to-back blocks of repeats.  ``only`` gives ``(repeat, warmup)`` overrides for
+    very slow implementations.  Returns per name the ``time_call`` fields, plus
+    ``cpu_median_s`` (process CPU time, all threads: insensitive to time spent waiting for a
+    core, but counts spinning threads) and the mean 1-minute load during its calls.
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat: expected >= 1, got {repeat}")
+    only = only or {}
+    plan = {k: only.get(k, (repeat, warmup)) for k in fns}
+    for w in range(max((w for _, w in plan.values()), default=0)):
+        for k, fn in fns.items():
+            if w < plan[k][1]:
+                fn()
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    peak = {k: 0.0 for k in fns}
+    base = {k: float("nan") for k in fns}
+    load: dict[str, list[float]] = {k: [] for k in fns}
+    for rnd in range(max((r for r, _ in plan.values()), default=0)):
+        for k, fn in fns.items():
+            if rnd >= plan[k][0]:
+                continue
+            gc.collect()
+            if rnd == 0:
+                base[k] = current_rss_mib()
+            _reset_peak()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wall[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
+            peak[k] = max(peak[k], current_peak_rss_mib())
+            load[k].append(load_average()[0])
+    return {k: {"median_s": statistics.median(wall[k]), "min_s": min(wall[k]),
+                "max_s": max(wall[k]), "repeat": len(wall[k]),
+                "cpu_median_s": statistics.median(cpu[k]), "peak_rss_mib": peak[k],
+                "base_rss_mib": base[k], "loadavg_1m": statistics.fmean(load[k])}
+            for k in fns}
+
+
 def load_average() -> tuple[float, float, float]:
     """1, 5 and 15 minute load averages (NaN where the OS does not report them)."""
     try:
@@ -233,8 +278,10 @@ def write_report(name: str, rows: list[dict], out_dir: str | os.PathLike = "resu
     return jp, mp
 
 
-def add_ratios(rows: list[dict], key: str = "median_s", ours: str = "ldpfast") -> list[dict]:
-    """For each case, add ``speedup_vs_<impl>`` = t(impl) / t(ours) to the ours row."""
+def add_ratios(rows: list[dict], key: str = "median_s", ours: str = "ldpfast",
+               prefix: str = "speedup_vs_") -> list[dict]:
+    """For each case, add ``<prefix><impl>`` = t(impl) / t(ours) to the ours row (rows
+    without ``key`` are skipped)."""
     by_case: dict[str, list[dict]] = {}
     for r in rows:
         by_case.setdefault(r["case"], []).append(r)
@@ -242,6 +289,6 @@ def add_ratios(rows: list[dict], key: str = "median_s", ours: str = "ldpfast") -
         mine = [r for r in group if r["impl"].startswith(ours)]
         for m in mine:
             for r in group:
-                if r is not m and not r["impl"].startswith(ours):
-                    m[f"speedup_vs_{r['impl']}"] = r[key] / m[key]
+                if r is not m and not r["impl"].startswith(ours) and key in r and key in m:
+                    m[f"{prefix}{r['impl']}"] = r[key] / m[key]
     return rows
