@@ -113,6 +113,44 @@ def program(name: str) -> tuple[str, tuple[str, ...]]:
     return "\n".join(out) + "\n", OPTIONS
 
 
+def kernel_cache_dir() -> str:
+    """Where CuPy keeps compiled modules (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``)."""
+    return os.environ.get("CUPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cupy",
+                                                            "kernel_cache")
+
+
+def gpu_info() -> dict:
+    """The GPU, CUDA and CuPy versions and the kernel cache, for ``ldpfast info``; each entry
+    says why when it cannot be read (no GPU, no CuPy)."""
+    out: dict = {"kernel_cache": kernel_cache_dir()}
+    try:
+        import torch
+
+        out["torch_cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            out["devices"] = [
+                f"{i}: {torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))}, "
+                f"{torch.cuda.get_device_properties(i).total_memory / 2**30:.0f} GiB)"
+                for i in range(torch.cuda.device_count())]
+        else:
+            out["devices"] = "none visible to torch"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        out["devices"] = f"unknown ({exc})"
+    try:
+        import cupy
+
+        out["cupy"] = cupy.__version__
+        try:
+            out["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+            out["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+            out["nvrtc"] = ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
+        except Exception as exc:  # noqa: BLE001 - no driver: say so
+            out["cuda_runtime"] = f"unavailable ({exc})"
+    except ImportError:
+        out["cupy"] = "not installed (pip install 'ldpfast[cuda12]' or 'ldpfast[cuda13]')"
+    return out
+
+
 @functools.cache
 def _module(name: str):
     import cupy

@@ -60,6 +60,9 @@ def cmd_info(args) -> int:
         # set when the Numba kernels are imported (by available() above)
         "numba_cache": os.environ.get("NUMBA_CACHE_DIR"),
     }
+    from ldpfast._cuda import gpu_info
+
+    info["gpu"] = gpu_info()
     so = Path(ldpfast.__file__).parent.glob("_C*.so")
     info["extension"] = [str(p) for p in so]
     if args.json:
@@ -74,6 +77,7 @@ def cmd_info(args) -> int:
         print("  datasets searched in: " + "; ".join(info["data_search"]))
         print(f"  cache: {info['cache']} (numba: {info['numba_cache']})")
         print("  versions: " + ", ".join(f"{k}={v}" for k, v in info["versions"].items()))
+        print("  gpu: " + ", ".join(f"{k}={v}" for k, v in info["gpu"].items()))
     return 0
 
 

@@ -505,3 +505,17 @@ def test_gpu_bad_input_errors_match_cpu_and_modify_nothing():
         grr_fs(x.clamp(max=2).cuda(), 3, 1.0, 2, backend="cpp")
     with pytest.raises(ValueError, match="mask is on cpu but y is on cuda"):
         rr_labels(y.clamp(max=3).cuda(), 4, 1.0, mask=torch.ones(100, dtype=torch.bool))
+
+
+def test_info_reports_the_gpu_or_why_not():
+    """`ldpfast info` shows the GPU, CUDA / CuPy versions and the kernel cache (issue 18)."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "ldpfast", "info", "--json"], capture_output=True,
+                       text=True, timeout=300, check=True)
+    gpu = json.loads(r.stdout)["gpu"]
+    assert gpu["kernel_cache"] and "devices" in gpu and "cupy" in gpu
+    if not torch.cuda.is_available():
+        assert gpu["devices"] == "none visible to torch"
