@@ -8,6 +8,14 @@ with more than 2**31 edges are supported, ``col`` is int32 when ``num_nodes < 2*
 ``edge_weight``, torch sparse COO / CSR / CSC tensors such as the ``adj_t`` of
 ``T.ToSparseTensor()``, ``torch_sparse.SparseTensor``, :class:`CSR`) into the one CSR the
 propagation kernels read, following PyG's ``adj_t`` convention (see its docstring).
+
+CUDA inputs take a torch-native path on the device instead of the C++ kernels (which read
+host memory), so nothing is copied to the host: :func:`to_csr` / :func:`as_adj_t` sort a
+64-bit (row, col) key with ``torch.sort(stable=True)``, mark repeated entries with a
+neighbour comparison, sum repeated weights rank by rank in edge order, and build ``rowptr``
+with ``bincount`` + ``cumsum``; :func:`transpose` is a stable sort by column.  All of these
+are deterministic (no atomics) and give the C++ result (same entries, same sums, same
+order).  Host syncs remain for sizes and range checks.
 """
 from __future__ import annotations
 
@@ -54,7 +62,8 @@ class CSR:
 
     def to_edge_index(self) -> torch.Tensor:
         """Back to a (2, nnz) int64 ``edge_index`` (row-major order)."""
-        row = torch.repeat_interleave(torch.arange(self.num_nodes), self.degrees())
+        row = torch.repeat_interleave(torch.arange(self.num_nodes, device=self.rowptr.device),
+                                      self.degrees())
         return torch.stack([row, self.col.to(torch.int64)])
 
 
@@ -114,9 +123,12 @@ def _check_weight(w, nnz, name):
         raise ValueError(f"{name}: edge weights must be finite (found NaN or inf)")
 
 
-def _build(row, colv, val, num_nodes, name, *, drop_self_loops=True, dedup=True, backend=None):
-    """CSR with rows ``row`` and columns ``colv`` (1-D int64 CPU tensors), weights ``val``."""
+def _build(row, colv, val, num_nodes, name, *, drop_self_loops=True, dedup=True, backend=None,
+           on_device=None):
+    """CSR with rows ``row`` and columns ``colv`` (1-D int64 tensors), weights ``val``."""
     n = int(num_nodes)
+    if on_device if on_device is not None else _torch_path(row, colv, val):
+        return _build_torch(row, colv, val, n, name, drop_self_loops=drop_self_loops, dedup=dedup)
     row = row.contiguous()
     colv = colv.contiguous()
     col_dtype = torch.int32 if n <= INT32_MAX else torch.int64
@@ -145,6 +157,80 @@ def _build(row, colv, val, num_nodes, name, *, drop_self_loops=True, dedup=True,
     else:
         vout = _sort_rows_only(rowptr, col, vout)
     return CSR(rowptr, col, n, vout)
+
+
+# --- torch-native CUDA path ---------------------------------------------------------------
+# CUDA adjacencies are converted on the device with torch ops (the C++ kernels read host
+# memory): a stable sort on a 64-bit (row, col) key, torch.unique_consecutive for repeated
+# entries, bincount + cumsum for rowptr.  Every op is deterministic (no atomics: repeated
+# weights are summed in edge order by rank, see _torch_sum_repeats), and the result equals
+# the C++ counting sort's (same rows, same sums in the same order).  The path is chosen with
+# _backend.device_of, so the routing tests can run it on CPU tensors standing for CUDA ones.
+
+def _torch_path(*tensors) -> bool:
+    return _backend.device_of(*[t for t in tensors if t is not None]) == "cuda"
+
+
+def _sort_key(row, colv, n):
+    """Permutation sorting (row, col) lexicographically, stable (ties keep edge order)."""
+    if n * n < 2**63:
+        return torch.sort(row * n + colv, stable=True).indices
+    by_col = torch.sort(colv, stable=True).indices  # two stable passes: no overflow
+    return by_col[torch.sort(row[by_col], stable=True).indices]
+
+
+def _torch_sum_repeats(group, v):
+    """Sum v over consecutive groups (group ids non-decreasing), in order: rank r of every
+    group is added at pass r, so no two additions hit one entry at once (deterministic) and
+    each sum runs in edge order as the C++ kernel's."""
+    first = torch.ones_like(group, dtype=torch.bool)
+    first[1:] = group[1:] != group[:-1]
+    start = torch.nonzero(first).flatten()
+    rank = torch.arange(group.numel(), device=group.device) - start[group]
+    out = v[first].clone()
+    for r in range(1, int(rank.max()) + 1 if rank.numel() else 1):
+        sel = rank == r
+        out[group[sel]] += v[sel]
+    return out
+
+
+def _build_torch(row, colv, val, n, name, *, drop_self_loops=True, dedup=True):
+    """_build on the device with torch ops (see above)."""
+    row = row.to(torch.int64)
+    colv = colv.to(torch.int64)
+    if row.numel():
+        lo = torch.minimum(row.min(), colv.min())
+        hi = torch.maximum(row.max(), colv.max())
+        if int(lo) < 0 or int(hi) >= n:
+            bad = row if int(row.min()) < 0 or int(row.max()) >= n else colv
+            raise _range_error(name, bad, n)
+    if drop_self_loops and not dedup:
+        raise ValueError("drop_self_loops without dedup is not supported; pass dedup=True")
+    if drop_self_loops:
+        keep = row != colv
+        row, colv = row[keep], colv[keep]
+        val = None if val is None else val[keep]
+    order = _sort_key(row, colv, n)
+    row, colv = row[order], colv[order]
+    val = None if val is None else val[order]
+    if dedup and row.numel():
+        key_new = torch.ones_like(row, dtype=torch.bool)
+        key_new[1:] = (row[1:] != row[:-1]) | (colv[1:] != colv[:-1])
+        group = torch.cumsum(key_new, 0) - 1
+        m = int(group[-1]) + 1
+        if m != row.numel():
+            if val is not None:
+                val = _torch_sum_repeats(group, val)
+            row, colv = row[key_new], colv[key_new]
+    rowptr = torch.zeros(n + 1, dtype=torch.int64, device=row.device)
+    torch.cumsum(torch.bincount(row, minlength=n), 0, out=rowptr[1:])
+    col_dtype = torch.int32 if n <= INT32_MAX else torch.int64
+    return CSR(rowptr, colv.to(col_dtype).contiguous(), n,
+               None if val is None else val.contiguous())
+
+
+def _rows_of(rowptr, n):
+    return torch.repeat_interleave(torch.arange(n, device=rowptr.device), rowptr[1:] - rowptr[:-1])
 
 
 def to_csr(
@@ -183,8 +269,6 @@ def to_csr(
     # range message is computed only when it fails.
     _check_edge_index(edge_index, num_nodes, check_range=False)
     ei = edge_index.detach()
-    if ei.device.type != "cpu":
-        raise ValueError(f"edge_index: expected a CPU tensor, got device {ei.device}")
     ei = ei.to(torch.int64)
     val = None
     if edge_weight is not None:
@@ -211,9 +295,18 @@ def _sort_rows_only(rowptr, col, val=None):
     return None if val is None else val[order]
 
 
-def transpose(csr: CSR, *, backend: str | None = None) -> CSR:
-    """CSR of A^T in O(|E| + n) (counting sort); rows sorted, values carried along."""
+def transpose(csr: CSR, *, backend: str | None = None, on_device: bool | None = None) -> CSR:
+    """CSR of A^T in O(|E| + n) (counting sort); rows sorted, values carried along.
+    CUDA CSRs: a stable sort on the device (same result, deterministic)."""
     n = csr.num_nodes
+    if on_device if on_device is not None else _torch_path(csr.rowptr, csr.col):
+        row = _rows_of(csr.rowptr, n)
+        c = csr.col.to(torch.int64)
+        order = torch.sort(c, stable=True).indices  # rows of A^T, sources kept in order
+        orp = torch.zeros(n + 1, dtype=torch.int64, device=c.device)
+        torch.cumsum(torch.bincount(c, minlength=n), 0, out=orp[1:])
+        return CSR(orp, row[order].to(csr.col.dtype).contiguous(), n,
+                   None if csr.value is None else csr.value[order].contiguous())
     orp = torch.empty(n + 1, dtype=torch.int64)
     oc = torch.empty_like(csr.col)
     perm = None if csr.value is None else torch.empty(csr.nnz, dtype=torch.int64)
@@ -241,8 +334,6 @@ def _same_device(tensors, device, name):
         if t is not None and t.device != device:
             raise ValueError(f"{name}: expected tensors on {device} (the device of x), got {t.device}; "
                              "move the adjacency and x to the same device")
-    if device.type != "cpu":
-        raise ValueError(f"{name}: only CPU tensors are supported for propagation so far, got {device}")
 
 
 def _from_rowptr(rowptr, col, val, n, name, backend):
@@ -258,6 +349,12 @@ def _from_rowptr(rowptr, col, val, n, name, backend):
         lo, hi = torch.aminmax(col)
         if int(lo) < 0 or int(hi) >= n:
             raise ValueError(f"{name}: column ids must lie in [0, {n}), got range [{int(lo)}, {int(hi)}]")
+    if _torch_path(rp, col, val):  # on the device: rows expanded, then _build_torch
+        v = None
+        if val is not None:
+            _check_weight(val, nnz, f"{name} values")
+            v = val.to(_value_dtype(val.dtype, f"{name} values"))
+        return _build_torch(_rows_of(rp, n), col, v, n, name)
     cdt = torch.int32 if n <= INT32_MAX else torch.int64
     c = col.to(cdt, copy=True).contiguous()
     k = _backend.get("cpu", backend)
@@ -312,7 +409,8 @@ def as_adj_t(adj, num_nodes: int, *, edge_weight: torch.Tensor | None = None,
     backend : str, optional
         'cpp' or 'numba' for the conversion kernels.
     device : torch.device or str
-        Device every adjacency tensor must be on (that of ``x``); CPU only for now.
+        Device every adjacency tensor must be on (that of ``x``).  CUDA adjacencies are
+        converted on the device with torch ops (see the module docstring).
 
     Returns
     -------
@@ -359,6 +457,7 @@ def as_adj_t(adj, num_nodes: int, *, edge_weight: torch.Tensor | None = None,
         raise TypeError(
             "adj: expected an edge_index (2, E) integer tensor, a torch sparse COO/CSR/CSC tensor, "
             f"a torch_sparse.SparseTensor or an ldpfast.graph.CSR, got {type(adj).__name__}")
+    on_device = _torch_path(adj)  # before the plain view below (tests stand CUDA in a subclass)
     if type(adj) is not torch.Tensor:  # PyG's EdgeIndex and other subclasses: plain view
         adj = adj.as_subclass(torch.Tensor)
     layout = adj.layout
@@ -376,7 +475,8 @@ def as_adj_t(adj, num_nodes: int, *, edge_weight: torch.Tensor | None = None,
             val = edge_weight.to(_value_dtype(edge_weight.dtype, "edge_weight"))
         ei = adj.detach().to(torch.int64)
         # Row = target, column = source: messages flow edge_index[0] -> edge_index[1].
-        return _unit_to_none(_build(ei[1], ei[0], val, n, "edge_index", backend=backend))
+        return _unit_to_none(_build(ei[1], ei[0], val, n, "edge_index", backend=backend,
+                                    on_device=on_device or None))
     if layout not in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
         raise TypeError(f"adj: sparse layout {layout} is not supported; expected sparse_coo, "
                         "sparse_csr or sparse_csc (e.g. adj.to_sparse_csr())")

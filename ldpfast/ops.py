@@ -41,6 +41,14 @@ PyG's ``gcn_norm`` and ``SimpleConv`` define it:
 The kernel takes the weight of each entry as a factor ``w * b[j]`` (``spmm_scaled``'s
 ``val``); without weights the unweighted kernel runs unchanged.  Gradients flow to ``x``
 only, not to the edge weights (asking for them is an error).
+
+CUDA tensors (x, adjacency and mask on one GPU) stay on the device: the CSR is built and
+transposed there with torch (see :mod:`ldpfast.graph`), the per-step scales
+(:func:`step_scales`) are torch ops on the graph's device, and each step is the CUDA kernel
+``ldpfast._cuda.spmm_scaled`` (tensors by pointer, no host copy; a few host syncs for sizes
+and checks).  Its rows of at most ``_cuda.SPMM_CHUNK`` entries give the same bits as the C++
+kernel; longer rows (hubs) are summed in fixed chunks combined in order: deterministic, but
+a different summation order, so close to and not bit-identical with the CPU result.
 """
 from __future__ import annotations
 
@@ -59,10 +67,16 @@ def _np(t):
 
 
 def _step(csr: CSR, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, self_loop: bool,
-          backend: str | None, val: torch.Tensor | None = None) -> torch.Tensor:
+          backend: str | None, val: torch.Tensor | None = None, dev: str | None = None) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
-    k = _backend.get("cpu", backend)
+    if dev is None:  # one device for x and the graph (mixing is an error)
+        dev = _backend.device_of(x, csr.rowptr, csr.col, *(() if val is None else (val,)))
+    k = _backend.get(dev, backend)
+    if dev == "cuda":  # tensors by pointer, no host copy
+        k.spmm_scaled(csr.rowptr, csr.col, a.contiguous(), b.contiguous(), x, y,
+                      bool(self_loop), val)
+        return y
     k.spmm_scaled(csr.rowptr.numpy(), csr.col.numpy(), a.numpy(), b.numpy(), x.numpy(),
                   y.numpy(), bool(self_loop), _np(val))
     return y
@@ -76,11 +90,17 @@ def _values(csr: CSR, dtype: torch.dtype) -> torch.Tensor | None:
 
 
 def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tensor | None,
-                dtype: torch.dtype, backend: str | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The per-step (a, b) vectors of :func:`propagate` (see the module docstring)."""
+                dtype: torch.dtype, backend: str | None = None,
+                dev: str | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The per-step (a, b) vectors of :func:`propagate` (see the module docstring), computed
+    with torch on the graph's device; ``dev`` ('cpu' / 'cuda', default: from the graph)
+    picks the kernels."""
+    if dev is None:
+        dev = _backend.device_of(csr.rowptr, csr.col)
     n = csr.num_nodes
+    where = csr.rowptr.device  # computed where the graph is (torch ops on a CUDA graph)
     cnt_all = csr.degrees().to(torch.float64) + (1.0 if self_loops else 0.0)
-    ones = torch.ones(n, dtype=torch.float64)
+    ones = torch.ones(n, dtype=torch.float64, device=where)
     m = ones if mask is None else mask.to(torch.float64)
     scales = []
     if aggr in ("add", "gcn"):
@@ -88,7 +108,7 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
         if aggr == "gcn" and csr.value is not None:
             # Weighted in-degree sum_j w_ji (+1 for the self loop), by the kernel itself.
             val = csr.value.to(torch.float64)
-            deg = _step(csr, ones, ones, ones[:, None], self_loops, backend, val)[:, 0]
+            deg = _step(csr, ones, ones, ones[:, None], self_loops, backend, val, dev)[:, 0]
             if bool((deg < 0).any()):
                 raise ValueError("edge_weight: aggr='gcn' needs non-negative weighted degrees "
                                  "(sum of the weights into each node)")
@@ -104,7 +124,7 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
             cnt = cnt_all  # every neighbour contributes
         else:
             # Unweighted count of the contributing neighbours (PyG's mean divides by it).
-            cnt = _step(csr, ones, m, m[:, None], self_loops, backend)[:, 0]
+            cnt = _step(csr, ones, m, m[:, None], self_loops, backend, None, dev)[:, 0]
         a = torch.where(cnt > 0, 1.0 / cnt.clamp(min=1), 0.0)
         scales.append((a.to(dtype), m.to(dtype)))
         m = (cnt > 0).to(torch.float64)  # who carries a value after this step
@@ -113,11 +133,14 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
 
 class _Propagate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, csr, val, t_fn, scales, self_loops, backend):
+    def forward(ctx, x, csr, val, t_fn, scales, self_loops, backend, dev):
         y = x.detach()
+        if dev is None:
+            dev = _backend.device_of(x, csr.rowptr, csr.col)
         for a, b in scales:
-            y = _step(csr, a, b, y, self_loops, backend, val)
+            y = _step(csr, a, b, y, self_loops, backend, val, dev)
         ctx.t_fn, ctx.scales, ctx.self_loops, ctx.backend = t_fn, scales, self_loops, backend
+        ctx.dev = dev  # the backward runs where the forward ran
         return y
 
     @staticmethod
@@ -125,12 +148,12 @@ class _Propagate(torch.autograd.Function):
         csr_t, val_t = ctx.t_fn()  # (A^T, its values in the dtype of x)
         g = gy.contiguous()
         for a, b in reversed(ctx.scales):
-            g = _step(csr_t, b, a, g, ctx.self_loops, ctx.backend, val_t)
-        return g, None, None, None, None, None, None
+            g = _step(csr_t, b, a, g, ctx.self_loops, ctx.backend, val_t, ctx.dev)
+        return g, None, None, None, None, None, None, None
 
 
 def check_x(x, name: str = "x") -> None:
-    """x: a 2-D float32/float64 CPU tensor."""
+    """x: a 2-D float32/float64 tensor (CPU or CUDA)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
     if x.layout != torch.strided:
@@ -139,11 +162,9 @@ def check_x(x, name: str = "x") -> None:
         raise ValueError(f"{name}: expected shape (num_nodes, d), got {tuple(x.shape)}")
     if x.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
-    if x.device.type != "cpu":
-        raise ValueError(f"{name}: CUDA propagation is not available yet; use a CPU tensor (got {x.device})")
 
 
-def check_args(n: int, k, aggr, mask) -> int:
+def check_args(n: int, k, aggr, mask, x: torch.Tensor | None = None) -> int:
     k = check_int("k", k, 0, 1024)
     if aggr not in AGGRS:
         raise ValueError(f"aggr: expected one of {AGGRS}, got {aggr!r}")
@@ -152,22 +173,23 @@ def check_args(n: int, k, aggr, mask) -> int:
             raise TypeError("mask: expected a bool tensor of shape (num_nodes,)")
         if mask.shape != (n,):
             raise ValueError(f"mask: expected shape ({n},), got {tuple(mask.shape)}")
-        if mask.device.type != "cpu":
-            raise ValueError(f"mask: expected a CPU tensor (as x), got {mask.device}")
+        if x is not None and mask.device != x.device:
+            raise ValueError(f"mask is on {mask.device} but x is on {x.device}; move both to one device")
     return k
 
 
-def transpose(csr: CSR, backend: str | None = None) -> CSR:
-    """CSR of A^T (O(|E|) counting sort, values carried along)."""
-    return _graph.transpose(csr, backend=backend)
+def transpose(csr: CSR, backend: str | None = None, dev: str | None = None) -> CSR:
+    """CSR of A^T (O(|E|) counting sort, values carried along; on a CUDA graph a stable
+    torch sort on the device).  ``dev``: 'cpu' / 'cuda' (default: the graph's device)."""
+    return _graph.transpose(csr, backend=backend, on_device=None if dev is None else dev == "cuda")
 
 
 def run(csr: CSR, x: torch.Tensor, scales, self_loops: bool, t_fn, backend: str | None = None,
-        val: torch.Tensor | None = None) -> torch.Tensor:
+        val: torch.Tensor | None = None, dev: str | None = None) -> torch.Tensor:
     """Apply prepared steps (``step_scales``) under autograd; ``t_fn()`` returns
     ``(csr of A^T, its values in x's dtype)`` for the backward pass.  Used by
     :func:`propagate` and by :class:`ldpfast.nn.KProp` with ``cached=True``."""
-    return _Propagate.apply(x, csr, val, t_fn, scales, self_loops, backend)
+    return _Propagate.apply(x, csr, val, t_fn, scales, self_loops, backend, dev)
 
 
 def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: bool = False,
@@ -185,7 +207,8 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
         ``edge_index`` itself).  Self loops in ``edge_index`` / sparse inputs are dropped
         (use ``self_loops``); a CSR is used as it is.
     x : Tensor
-        (n, d) float32 / float64 node values (CPU).
+        (n, d) float32 / float64 node values, CPU or CUDA (the adjacency and mask on the
+        same device; CUDA runs ``ldpfast._cuda.spmm_scaled``, data stays on the device).
     k : int
         Number of steps K >= 0 (K = 0 returns ``x`` masked).
     aggr : {"mean", "add", "gcn"}
@@ -210,7 +233,7 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
     """
     check_x(x)
     n = x.size(0)
-    k = check_args(n, k, aggr, mask)
+    k = check_args(n, k, aggr, mask, x)
     csr = _graph.as_adj_t(adj, n, edge_weight=edge_weight, backend=backend, device=x.device)
     if csr_t is not None:
         if not isinstance(csr_t, CSR):
@@ -221,11 +244,12 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
         _graph._check_csr(csr_t, "csr_t")
     if k == 0:
         return x if mask is None else x * mask[:, None].to(x.dtype)
-    scales = step_scales(csr, k, aggr, self_loops, mask, x.dtype, backend)
+    dev = _backend.device_of(x)  # the kernels of x's device (the graph is checked to be there)
+    scales = step_scales(csr, k, aggr, self_loops, mask, x.dtype, backend, dev)
     dtype = x.dtype
 
     def t_fn():
-        t = csr_t if csr_t is not None else transpose(csr, backend)
+        t = csr_t if csr_t is not None else transpose(csr, backend, dev)
         return t, _values(t, dtype)
 
-    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype))
+    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype), dev)

@@ -6,8 +6,10 @@ ctypes) from exactly the source string and options ``ldpfast._cuda`` hands CuPy 
 the PTX has no FMA and no flushed float32 maths where bit-identity needs it; the source
 assembly inlines headers (so CuPy's cache key covers them); and the C++ build runs every
 branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin.
-With a GPU (``pytest -m cuda``): bit-identity of every CUDA kernel with the C++ kernel, and
-the public feature / label ops keep CUDA tensors on the device.
+With a GPU (``pytest -m cuda``): bit-identity of every CUDA kernel with the C++ kernel
+(propagation: rows of at most ``_cuda.SPMM_CHUNK`` entries; longer, chunked rows are checked
+close and deterministic), propagate's autograd and KProp on CUDA against CPU, and the public
+feature / label ops keep CUDA tensors on the device.
 """
 import ctypes
 import shutil
@@ -146,12 +148,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
-@pytest.mark.parametrize("name", [
-    "features", "rng",
-    pytest.param("propagate", marks=pytest.mark.xfail(
-        strict=True, reason="propagate.cu adds and multiplies in float32, which CuPy's "
-        "-ftz=true flushes (subnormals differ from the C++ build); not fixed here")),
-])
+@pytest.mark.parametrize("name", ["features", "rng", "propagate"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -246,10 +243,11 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         _cuda.multibit_encode(xf, 5, 0.0, 1.0, 10, 2.0**32 - 20, 1, o8)
         _cuda.check_range(xf, 0.0, 1.0)
         for ct in (torch.int32, torch.int64):
-            rowptr = torch.arange(7, dtype=torch.int64)
+            rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])  # row 3 is "long" for chunk=2
             a = torch.ones(6, dtype=ft)
-            _cuda.spmm_scaled(rowptr, torch.zeros(6, dtype=ct), a, a, xf, torch.empty_like(xf),
-                              True)
+            for val in (None, a):  # unweighted passes a null val pointer
+                _cuda.spmm_scaled(rowptr, torch.zeros(6, dtype=ct), a, a, xf,
+                                  torch.empty_like(xf), True, val, chunk=2)
     _cuda.fill_u32(torch.empty(3, 4, dtype=torch.int32), 1, 2, 3)
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)
@@ -258,17 +256,23 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
     _cuda.fill_discrete_laplace(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 4, 1)
 
     sigs = _kernel_signatures()
+    nulls = set()
     assert {kern for _, kern, _, _ in launches} == {k for ks in _cuda.KERNELS.values() for k in ks}
     for module, kern, n, args in launches:
         params = sigs[kern]
         assert len(args) == len(params), (kern, args)
         for i, (arg, ctype) in enumerate(zip(args, params)):
-            if ctype.endswith("*"):
+            if ctype.endswith("*") and arg is _cuda.NULL:  # optional pointer left out
+                nulls.add((kern, i))
+            elif ctype.endswith("*"):
                 assert isinstance(arg, _FakePtr), (kern, i, arg)
                 assert arg.dtype == _POINTEES[ctype[:-1].strip()], (kern, i, ctype, arg.dtype)
             else:
                 assert type(arg) is _SCALARS[ctype], (kern, i, ctype, type(arg))
         assert n > 0
+    # only spmm's val (argument 2) may be null
+    assert nulls and {i for _, i in nulls} == {2}, nulls
+    assert all(k.startswith("spmm_") for k, _ in nulls), nulls
 
 
 # --- every branch of the shared feature bodies (csrc/common/features.h) -------------------------
@@ -409,24 +413,104 @@ def test_gpu_rng_bit_identical_to_cpu(fn, dtype, args):
     np.testing.assert_array_equal(got, cpu)
 
 
-@_apply(gpu)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_gpu_propagation_bit_identical_to_cpu(dtype):
-    import ldpfast._C as C
-
+def _spmm_case(dtype, col_dtype, weighted, hub=0, seed=0):
     from ldpfast.graph import to_csr
 
-    g = torch.Generator().manual_seed(0)
-    csr = to_csr(torch.randint(0, 500, (2, 4000), generator=g), 500, symmetrize=True)
-    x = torch.rand(500, 33, generator=g, dtype=dtype)
-    a = torch.rand(500, generator=g, dtype=dtype)
-    b = torch.rand(500, generator=g, dtype=dtype)
+    g = torch.Generator().manual_seed(seed)
+    n = max(500, hub + 1)
+    ei = torch.randint(0, n, (2, 8 * n), generator=g)
+    if hub:  # row 0 of the (source-major) CSR gets `hub` distinct entries: a long row
+        ei = torch.cat([ei, torch.stack([torch.zeros(hub, dtype=torch.long), torch.arange(1, hub + 1)])], 1)
+    w = torch.rand(ei.size(1), generator=g, dtype=dtype) if weighted else None
+    csr = to_csr(ei, n, edge_weight=w)
+    x = torch.rand(n, 33, generator=g, dtype=dtype)
+    x[::7] *= 1e-38  # float32 subnormal products: must not be flushed on the GPU
+    a = torch.rand(n, generator=g, dtype=dtype)
+    b = torch.rand(n, generator=g, dtype=dtype)
+    b[::5] = 0
+    return csr.rowptr, csr.col.to(col_dtype), csr.value, a, b, x
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("col_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("self_loop", [False, True])
+def test_gpu_propagation_bit_identical_to_cpu(dtype, col_dtype, weighted, self_loop):
+    # Rows of at most SPMM_CHUNK entries: same summation order, same bits.
+    import ldpfast._C as C
+
+    rp, col, val, a, b, x = _spmm_case(dtype, col_dtype, weighted)
+    assert int((rp[1:] - rp[:-1]).max()) <= _cuda.SPMM_CHUNK
     y = torch.empty_like(x)
-    C.spmm_scaled(csr.rowptr.numpy(), csr.col.numpy(), a.numpy(), b.numpy(), x.numpy(),
-                  y.numpy(), True)
+    C.spmm_scaled(rp.numpy(), col.numpy(), a.numpy(), b.numpy(), x.numpy(), y.numpy(), self_loop,
+                  None if val is None else val.numpy())
     yc = torch.empty_like(x, device="cuda")
-    _cuda.spmm_scaled(csr.rowptr.cuda(), csr.col.cuda(), a.cuda(), b.cuda(), x.cuda(), yc, True)
+    _cuda.spmm_scaled(rp.cuda(), col.cuda(), a.cuda(), b.cuda(), x.cuda(), yc, self_loop,
+                      None if val is None else val.cuda())
     assert torch.equal(yc.cpu(), y)
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("chunk", [3, 64, _cuda.SPMM_CHUNK])
+def test_gpu_propagation_long_rows_chunked_close_and_deterministic(dtype, chunk):
+    # A hub row longer than the chunk: fixed chunks combined in order, so a different
+    # summation order from C++ (close, not equal) but the same bits on every run.
+    import ldpfast._C as C
+
+    rp, col, val, a, b, x = _spmm_case(dtype, torch.int32, True, hub=20000)
+    y = torch.empty_like(x)
+    C.spmm_scaled(rp.numpy(), col.numpy(), a.numpy(), b.numpy(), x.numpy(), y.numpy(), True,
+                  val.numpy())
+    dev = [t.cuda() for t in (rp, col, val, a, b, x)]
+    outs = []
+    for _ in range(3):
+        yc = torch.empty_like(dev[-1])
+        _cuda.spmm_scaled(dev[0], dev[1], dev[3], dev[4], dev[5], yc, True, dev[2], chunk=chunk)
+        outs.append(yc.cpu())
+    assert all(torch.equal(o, outs[0]) for o in outs)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    torch.testing.assert_close(outs[0], y, **tol)
+    short = (rp[1:] - rp[:-1]) <= chunk  # rows not chunked keep the C++ bits
+    assert torch.equal(outs[0][short], y[short])
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("aggr", ["mean", "add", "gcn"])
+def test_gpu_propagate_autograd(aggr):
+    from ldpfast import ops
+
+    g = torch.Generator().manual_seed(3)
+    ei = torch.randint(0, 30, (2, 120), generator=g)
+    w = torch.rand(120, generator=g, dtype=torch.float64)
+    mask = torch.rand(30, generator=g) < 0.7
+    x = torch.rand(30, 4, generator=g, dtype=torch.float64, device="cuda", requires_grad=True)
+    for kw in ({}, {"edge_weight": w.cuda()}, {"mask": mask.cuda(), "self_loops": True}):
+        assert torch.autograd.gradcheck(
+            lambda t, kw=kw: ops.propagate(ei.cuda(), t, 2, aggr, **kw), (x,))
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gpu_kprop_equals_cpu(cached, dtype):
+    from ldpfast.nn import KProp
+
+    g = torch.Generator().manual_seed(4)
+    ei = torch.randint(0, 400, (2, 3000), generator=g)
+    x = torch.rand(400, 17, generator=g, dtype=dtype)
+    for aggr in ("mean", "add", "gcn"):
+        xc = x.clone().requires_grad_()
+        want = KProp(3, aggr, cached=cached)(xc, ei)
+        want.sum().backward()
+        xg = x.cuda().requires_grad_()
+        got = KProp(3, aggr, cached=cached)(xg, ei.cuda())
+        got.sum().backward()
+        assert got.is_cuda and xg.grad.is_cuda
+        # short rows: the CUDA kernel adds in the C++ order, scales are the same torch maths
+        assert torch.equal(got.detach().cpu(), want.detach()), aggr
+        assert torch.equal(xg.grad.cpu(), xc.grad), aggr
 
 
 @_apply(gpu)
@@ -519,3 +603,26 @@ def test_info_reports_the_gpu_or_why_not():
     assert gpu["kernel_cache"] and "devices" in gpu and "cupy" in gpu
     if not torch.cuda.is_available():
         assert gpu["devices"] == "none visible to torch"
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 512])
+def test_spmm_plan_covers_each_long_row_once_in_order(chunk):
+    # The chunk plan (torch ops, here on CPU): every entry of every row longer than `chunk`
+    # lies in exactly one chunk, chunks of a row are consecutive and ascending.
+    g = torch.Generator().manual_seed(2)
+    deg = torch.randint(0, 40, (300,), generator=g)
+    deg[::37] = 2000
+    rp = torch.zeros(301, dtype=torch.int64)
+    torch.cumsum(deg, 0, out=rp[1:])
+    plan = _cuda.spmm_plan(rp, chunk)
+    long = torch.nonzero(deg > chunk).flatten()
+    if long.numel() == 0:
+        assert plan is None
+        return
+    long_row, long_first, chunk_row, chunk_k0 = plan
+    assert torch.equal(long_row, long)
+    for r, i in enumerate(long_row.tolist()):
+        q0, q1 = int(long_first[r]), int(long_first[r + 1])
+        assert (chunk_row[q0:q1] == i).all()
+        starts = chunk_k0[q0:q1].tolist()
+        assert starts == list(range(int(rp[i]), int(rp[i + 1]), chunk))

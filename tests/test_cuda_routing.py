@@ -10,6 +10,7 @@ fake kernels write zeros); the GPU tests in test_cuda.py do that.
 """
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import ClassVar
 
@@ -173,3 +174,175 @@ def test_mixed_devices_name_both_tensors():
         rr_labels(Y, 4, 1.0, mask=torch.ones(50, dtype=torch.bool, device="meta"))
     with pytest.raises(ValueError, match=r"mask is on cpu but y is on meta"):
         rr_labels(Y.to("meta"), 4, 1.0, mask=MASK)
+
+
+# --- propagation (ldpfast.ops.propagate, ldpfast.nn.KProp) -------------------------------------
+# The fake spmm_scaled computes the true result with plain torch ops (on the CPU tensors that
+# stand for CUDA ones), so these tests also check the CUDA-side Python: the torch-native
+# CSR build / transpose of ldpfast.graph, step_scales on the graph's device and the backward.
+def _fake_spmm(log):
+    def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None):
+        for t in (rowptr, col, a, b, x, y) + (() if val is None else (val,)):
+            assert isinstance(t, torch.Tensor), type(t)  # tensors by pointer, never arrays
+        p = [t.as_subclass(torch.Tensor) for t in (rowptr, col, a, b, x)]
+        rp, c, a_, b_, x_ = p
+        n = x_.shape[0]
+        v = torch.ones(c.numel(), dtype=x_.dtype) if val is None else val.as_subclass(torch.Tensor)
+        row = torch.repeat_interleave(torch.arange(n), rp[1:] - rp[:-1])
+        bx = b_[:, None] * x_
+        acc = torch.zeros_like(x_).index_add_(0, row, v[:, None] * bx[c.long()])
+        if self_loop:
+            acc = acc + bx
+        y.as_subclass(torch.Tensor).copy_(a_[:, None] * acc)
+        log.append("spmm_scaled")
+    return spmm_scaled
+
+
+@pytest.fixture
+def fake_cuda_prop(fake_cuda, monkeypatch):
+    _backend._cache["cuda"].spmm_scaled = _fake_spmm(fake_cuda)
+    # Factory-made tensors (torch.ones(n, device=...)) are plain CPU tensors here, not
+    # DeviceInput, so a host kernel call would not be seen as a copy: CPU kernels must not run.
+    for name in ("cpp", "numba"):
+        REAL[name] = _backend._load(name)
+        monkeypatch.setitem(_backend._cache, name, RuntimeError("CPU kernel called on device data"))
+    return fake_cuda
+
+
+REAL: dict = {}
+
+
+@contextlib.contextmanager
+def _cpu_kernels():
+    """The real CPU kernels, for the reference results."""
+    saved = {k: _backend._cache[k] for k in REAL}
+    _backend._cache.update(REAL)
+    try:
+        yield
+    finally:
+        _backend._cache.update(saved)
+
+
+def _graph(n=40, e=160, seed=1):
+    gg = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, e), generator=gg)
+    ei = torch.cat([ei, ei[:, :10]], 1)  # repeated edges: summed weights / one edge
+    w = torch.rand(ei.size(1), generator=gg, dtype=torch.float64)
+    return ei, w
+
+
+def _adjs(ei, w, n):
+    """(name, adjacency, edge_weight) in every format as_adj_t reads."""
+    coo = torch.sparse_coo_tensor(ei.flip(0), w, (n, n))
+    return [("edge_index", ei, None), ("edge_index+w", ei, w),
+            ("coo", coo, None), ("csr", coo.to_sparse_csr(), None),
+            ("csc", coo.coalesce().to_sparse_csc(), None)]
+
+
+def _dev_adj(adj):
+    if adj.layout == torch.strided:
+        return _dev(adj)
+    return adj  # sparse tensors cannot be subclassed; their parts are checked in _same_device
+
+
+@pytest.mark.parametrize("aggr", ["mean", "add", "gcn"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_propagate_device_input_runs_the_cuda_kernel_and_matches_cpu(fake_cuda_prop, aggr, masked):
+    from ldpfast import ops
+
+    n = 40
+    ei, w = _graph(n)
+    x = torch.rand(n, 5, dtype=torch.float64, generator=g)
+    mask = (torch.rand(n, generator=g) < 0.6) if masked else None
+    for sl in (False, True):
+        for wt in (None, w):
+            xc = x.clone().requires_grad_()
+            with _cpu_kernels():
+                want = ops.propagate(ei, xc, 2, aggr, sl, mask, edge_weight=wt)
+                want.sum().backward()
+            want = want.detach()
+            xd = _dev(x.clone()).requires_grad_()
+            got = ops.propagate(_dev(ei), xd, 2, aggr, sl, None if mask is None else _dev(mask),
+                                edge_weight=None if wt is None else _dev(wt))
+            assert isinstance(got, DeviceInput)
+            torch.testing.assert_close(got.as_subclass(torch.Tensor), want, rtol=1e-12, atol=1e-12)
+            got.sum().backward()  # backward: the same kernel on A^T, built on the device
+            torch.testing.assert_close(xd.grad.as_subclass(torch.Tensor), xc.grad, rtol=1e-12,
+                                       atol=1e-12)
+    assert DeviceInput.copies == [], DeviceInput.copies
+    assert fake_cuda_prop and set(fake_cuda_prop) == {"spmm_scaled"}
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_kprop_device_input_runs_the_cuda_kernel(fake_cuda_prop, cached):
+    from ldpfast.nn import KProp
+
+    n = 40
+    ei, _ = _graph(n)
+    x = torch.rand(n, 5, generator=g)
+    xc = x.clone().requires_grad_()
+    with _cpu_kernels():
+        want = KProp(2, "gcn", cached=cached)(xc, ei)
+        want.sum().backward()
+    layer = KProp(2, "gcn", cached=cached)
+    for _ in range(2):  # the second call reuses the cache when cached
+        xd = _dev(x.clone()).requires_grad_()
+        got = layer(xd, _dev(ei))
+        torch.testing.assert_close(got.as_subclass(torch.Tensor), want.detach())
+        got.sum().backward()
+        torch.testing.assert_close(xd.grad.as_subclass(torch.Tensor), xc.grad)
+    assert DeviceInput.copies == [], DeviceInput.copies
+    assert fake_cuda_prop.count("spmm_scaled") == 8  # 2 calls x (2 forward + 2 backward steps)
+
+
+def test_device_csr_conversion_equals_the_cpp_one(fake_cuda_prop, monkeypatch):
+    # The torch-native path (CUDA inputs) gives the C++ kernels' CSR, bit for bit.
+    from ldpfast import graph as G
+
+    n = 40
+    ei, w = _graph(n)
+    ei = torch.cat([ei, torch.tensor([[3, 7], [3, 7]])], 1)  # self loops: dropped
+    w = torch.cat([w, torch.tensor([0.5, 0.25], dtype=torch.float64)])
+    for name, adj, wt in _adjs(ei, w, n):
+        with _cpu_kernels():
+            want = G.as_adj_t(adj, n, edge_weight=wt)
+        with monkeypatch.context() as mp:
+            if adj.layout != torch.strided:  # sparse tensors cannot be subclassed: force the path
+                mp.setattr(G, "_torch_path", lambda *ts: True)
+            got = G.as_adj_t(_dev_adj(adj), n, edge_weight=None if wt is None else _dev(wt))
+        for f in ("rowptr", "col", "value"):
+            a, b = getattr(got, f), getattr(want, f)
+            assert (a is None) == (b is None), (name, f)
+            if a is not None:
+                assert a.dtype == b.dtype and torch.equal(a.as_subclass(torch.Tensor), b), (name, f)
+        t_got = G.transpose(got, on_device=True)
+        with _cpu_kernels():
+            t_want = G.transpose(want)
+        for f in ("rowptr", "col", "value"):
+            a, b = getattr(t_got, f), getattr(t_want, f)
+            if a is not None:
+                assert torch.equal(a.as_subclass(torch.Tensor), b), (name, "T", f)
+    for sym in (False, True):
+        with _cpu_kernels():
+            want = G.to_csr(ei, n, edge_weight=w, symmetrize=sym)
+        got = G.to_csr(_dev(ei), n, edge_weight=_dev(w), symmetrize=sym)
+        for f in ("rowptr", "col", "value"):
+            assert torch.equal(getattr(got, f).as_subclass(torch.Tensor), getattr(want, f)), (sym, f)
+    # the torch-native sparse-CSR path (rowptr input) against C++
+    rp, col = want.rowptr, want.col
+    got = G._from_rowptr(_dev(rp), _dev(col.flip(0)), None, n, "adj", None)
+    with _cpu_kernels():
+        ref = G._from_rowptr(rp, col.flip(0), None, n, "adj", None)
+    assert torch.equal(got.col.as_subclass(torch.Tensor), ref.col)
+    assert DeviceInput.copies == [], DeviceInput.copies
+
+
+def test_propagate_mixed_devices_name_both_tensors():
+    from ldpfast import ops
+
+    x = torch.rand(5, 2)
+    with pytest.raises(ValueError, match=r"mask is on meta but x is on cpu"):
+        ops.propagate(torch.tensor([[0, 1], [1, 2]]), x, 1,
+                      mask=torch.ones(5, dtype=torch.bool, device="meta"))
+    with pytest.raises(ValueError, match=r"edge_index: expected tensors on meta \(the device of x\), got cpu"):
+        ops.propagate(torch.tensor([[0, 1], [1, 2]]), x.to("meta"), 1)

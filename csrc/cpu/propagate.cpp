@@ -10,6 +10,7 @@
 // thread in a fixed order, so results are identical for any thread count.
 #include <algorithm>
 
+#include "../common/propagate.h"
 #include "buffers.h"
 #include "parallel.h"
 
@@ -17,11 +18,12 @@ namespace ldp {
 
 // One output row, features [f0, f0 + W) with W a compile-time width: the accumulator is a
 // fixed-size local array the compiler keeps in vector registers, and the x rows of upcoming
-// neighbours are prefetched (random gathers are latency bound).  The order of additions per
-// element is self loop, then neighbours in CSR order, whatever W is, so the result does not
-// depend on the blocking (and matches the Numba twin bit for bit).  UNIT_B skips the b[j]
-// load (one more random access per edge) when b is all ones, as for mean / add without mask.
-// VAL reads the per-edge value (weighted adjacency); the unweighted path is unchanged.
+// neighbours are prefetched (random gathers are latency bound).  The maths is the shared body
+// of csrc/common/propagate.h (also run by csrc/cuda/propagate.cu): per element, self loop,
+// then neighbours in CSR order, whatever W is, so the result does not depend on the blocking
+// (and matches the Numba twin bit for bit).  UNIT_B skips the b[j] load (one more random
+// access per edge) when b is all ones, as for mean / add without mask.  VAL reads the
+// per-edge value (weighted adjacency); the unweighted path is unchanged.
 template <int W, bool UNIT_B, bool VAL, class T, class C>
 static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* __restrict__ rp,
                               const C* __restrict__ col, const T* __restrict__ val, const T* __restrict__ a,
@@ -30,39 +32,15 @@ static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* _
     constexpr int64_t PF = 8;  // neighbours ahead
     constexpr int LINES = (int)((W * sizeof(T) + 63) / 64);
     T acc[W];
-    for (int f = 0; f < W; ++f) acc[f] = 0;
-    if (self_loop && (UNIT_B || bs[i] != 0)) {
-        const T w = UNIT_B ? T(1) : bs[i];
-        const T* xi = x + i * d + f0;
-        for (int f = 0; f < W; ++f) acc[f] += w * xi[f];
-    }
+    prop::self_term<W, UNIT_B>(acc, i, f0, d, bs, x, self_loop);
     const int64_t k1 = rp[i + 1];
-    for (int64_t k = rp[i]; k < k1; ++k) {
+    prop::accumulate<W, UNIT_B, VAL>(acc, rp[i], k1, f0, d, col, val, bs, x, [&](int64_t k) {
         if (k + PF < k1) {
             const char* p = (const char*)(x + (int64_t)col[k + PF] * d + f0);
             for (int l = 0; l < LINES; ++l) __builtin_prefetch(p + 64 * l);
         }
-        const int64_t j = (int64_t)col[k];
-        const T* xj = x + j * d + f0;
-        if (VAL) {
-            // val[k] * 1 == val[k] exactly, so UNIT_B changes nothing but the load.
-            const T w = UNIT_B ? val[k] : val[k] * bs[j];
-            if (w == 0) continue;
-            for (int f = 0; f < W; ++f) acc[f] += w * xj[f];
-        } else if (UNIT_B) {
-            for (int f = 0; f < W; ++f) acc[f] += xj[f];
-        } else {
-            const T w = bs[j];
-            if (w == 0) continue;
-            for (int f = 0; f < W; ++f) acc[f] += w * xj[f];
-        }
-    }
-    const T s = a[i];
-    T* yi = y + i * d + f0;
-    if (s != 1)
-        for (int f = 0; f < W; ++f) yi[f] = acc[f] * s;
-    else
-        for (int f = 0; f < W; ++f) yi[f] = acc[f];
+    });
+    prop::finish<W>(acc, a[i], y + i * d + f0);
 }
 
 // Rows [b, e): each row's features are covered by the widest compile-time blocks that fit

@@ -6,8 +6,8 @@ import warnings
 import torch
 from torch_geometric.nn import MessagePassing
 
+from .. import _backend, ops
 from .. import graph as _graph
-from .. import ops
 from .._checks import check_int
 
 
@@ -120,10 +120,10 @@ class KProp(MessagePassing):
                 "graph changes.", UserWarning, stacklevel=3)
         return c
 
-    def _transpose(self, c: dict, dtype: torch.dtype):
+    def _transpose(self, c: dict, dtype: torch.dtype, dev: str | None = None):
         if c["csr_t"] is None:
             csr = c["csr"]
-            t = ops.transpose(csr)
+            t = ops.transpose(csr, dev=dev)
             # A symmetric graph is its own transpose: keep one copy.
             same = torch.equal(t.rowptr, csr.rowptr) and torch.equal(t.col, csr.col) and (
                 t.value is None or torch.equal(t.value, csr.value))
@@ -147,7 +147,7 @@ class KProp(MessagePassing):
             return ops.propagate(edge_index, x, self.k, self.norm, self.add_self_loops, mask,
                                  edge_weight=edge_weight)
         ops.check_x(x)
-        ops.check_args(x.size(0), self.k, self.norm, mask)
+        ops.check_args(x.size(0), self.k, self.norm, mask, x)
         c = self._cached_graph(edge_index, edge_weight, x)
         if self.k == 0:
             return x if mask is None else x * mask[:, None].to(x.dtype)
@@ -158,11 +158,12 @@ class KProp(MessagePassing):
         if hit is not None and (mask is None or torch.equal(hit[0], mask)):
             scales = hit[1]
         else:
-            scales = ops.step_scales(c["csr"], self.k, self.norm, self.add_self_loops, mask, x.dtype)
+            scales = ops.step_scales(c["csr"], self.k, self.norm, self.add_self_loops, mask, x.dtype,
+                                     dev=_backend.device_of(x))
             c["scales"][skey] = (None if mask is None else mask.clone(), scales)
-        dtype = x.dtype
+        dtype, dev = x.dtype, _backend.device_of(x)
         return ops.run(c["csr"], x, scales, self.add_self_loops,
-                       lambda: self._transpose(c, dtype), None, self._vals(c, dtype))
+                       lambda: self._transpose(c, dtype, dev), None, self._vals(c, dtype), dev)
 
     def __repr__(self) -> str:
         return (f"KProp(k={self.k}, aggr={self.norm!r}, add_self_loops={self.add_self_loops}, "

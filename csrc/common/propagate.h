@@ -1,0 +1,106 @@
+// Scaled sparse propagation, one output row:
+//
+//     y[i, :] = a[i] * ( [self_loop] b[i] x[i, :]  +  sum_{k in row i} w_k x[col[k], :] )
+//
+// with w_k = b[j] (unweighted) or val[k] * b[j] (weighted), j = col[k].  The pieces below are
+// __host__ __device__ (LDP_HD) and are called unchanged by csrc/cpu/propagate.cpp (a row's
+// features in compile-time blocks of W) and csrc/cuda/propagate.cu (a warp per row, one
+// feature per lane and W = 1), so both add, per output element, in the same order: self loop,
+// then neighbours in CSR order, then one multiplication by a[i] (skipped when a[i] == 1).
+// Entries with weight 0 are skipped (adds nothing but avoids 0 * inf = NaN from a masked
+// node's row).  The CUDA launcher splits rows longer than its chunk size into fixed chunks
+// whose partial sums are added in chunk order (see propagate.cu): only those rows are summed
+// in a different order from the C++ build.
+//
+// Float32 on the GPU: CuPy compiles with -ftz=true, which turns a + b, a * b and a == 0 into
+// their flush-to-zero forms (subnormals read and written as 0).  add / mul / is_zero / is_one
+// below use the IEEE forms on the device (inline PTX without .ftz; .rn also forbids FMA
+// contraction), so float32 results keep subnormals exactly as the C++ build does.
+#pragma once
+#include "philox.h"
+
+namespace ldp {
+namespace prop {
+
+LDP_HD double add(double a, double b) { return a + b; }
+LDP_HD double mul(double a, double b) { return a * b; }
+LDP_HD bool is_zero(double v) { return v == 0.0; }
+LDP_HD bool is_one(double v) { return v == 1.0; }
+
+LDP_HD float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return a + b;
+#endif
+}
+LDP_HD float mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return a * b;
+#endif
+}
+// Compared by bits on the device: setp.ftz would call a subnormal zero.
+LDP_HD bool is_zero(float v) {
+#if defined(__CUDA_ARCH__)
+    return (__float_as_uint(v) << 1) == 0u;  // +0 or -0
+#else
+    return v == 0.0f;
+#endif
+}
+LDP_HD bool is_one(float v) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(v) == 0x3f800000u;
+#else
+    return v == 1.0f;
+#endif
+}
+
+// acc[0..W) = the self-loop term of features [f0, f0 + W) of row i (0 without self loop).
+// UNIT_B: b is all ones (1 * x == x exactly, so it only saves the load).
+template <int W, bool UNIT_B, class T>
+LDP_HD void self_term(T* acc, int64_t i, int64_t f0, int64_t d, const T* bs, const T* x, bool self_loop) {
+    for (int t = 0; t < W; ++t) acc[t] = T(0);
+    if (self_loop && (UNIT_B || !is_zero(bs[i]))) {
+        const T w = UNIT_B ? T(1) : bs[i];
+        const T* xi = x + i * d + f0;
+        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, xi[t]));
+    }
+}
+
+// acc[0..W) += the entries k in [k0, k1) of features [f0, f0 + W), in order.  hint(k) is
+// called before entry k is read (the C++ launcher prefetches upcoming rows of x there).
+template <int W, bool UNIT_B, bool VAL, class T, class C, class Hint>
+LDP_HD void accumulate(T* acc, int64_t k0, int64_t k1, int64_t f0, int64_t d, const C* col, const T* val,
+                       const T* bs, const T* x, Hint hint) {
+    for (int64_t k = k0; k < k1; ++k) {
+        hint(k);
+        const int64_t j = (int64_t)col[k];
+        const T* xj = x + j * d + f0;
+        if (!VAL && UNIT_B) {
+            for (int t = 0; t < W; ++t) acc[t] = add(acc[t], xj[t]);
+            continue;
+        }
+        // val[k] * 1 == val[k] exactly, so UNIT_B changes nothing but the load.
+        const T w = VAL ? (UNIT_B ? val[k] : mul(val[k], bs[j])) : bs[j];
+        if (is_zero(w)) continue;
+        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, xj[t]));
+    }
+}
+
+// y[i, f0 .. f0 + W) = acc * s (s == 1: acc itself).
+template <int W, class T>
+LDP_HD void finish(const T* acc, T s, T* yi) {
+    if (!is_one(s))
+        for (int t = 0; t < W; ++t) yi[t] = mul(acc[t], s);
+    else
+        for (int t = 0; t < W; ++t) yi[t] = acc[t];
+}
+
+}  // namespace prop
+}  // namespace ldp
