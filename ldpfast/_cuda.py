@@ -21,7 +21,9 @@ the feature kernels widen float32 inputs with an exact conversion (``to_f64`` in
 ``csrc/common/features.h``) and do the rest in double; propagation adds, multiplies and
 compares float32 with IEEE (non-.ftz) PTX forms (``csrc/common/propagate.h``).
 
-Kernels: the RNG fills (``rng.cu``), propagation (``propagate.cu``, body shared with the C++
+Kernels: the HeterPoisson sampler (``sampling.cu``, bodies shared with the C++ build in
+``csrc/common/sampling.h``; prefix sums and compaction as torch ops here), the RNG fills
+(``rng.cu``), propagation (``propagate.cu``, body shared with the C++
 build in ``csrc/common/propagate.h``; rows longer than :data:`SPMM_CHUNK` entries are split
 into fixed chunks combined in order, so hubs do not serialise on one warp) and the feature / label
 randomisers and input checks (``features.cu``, bodies shared with the C++ build in
@@ -53,6 +55,8 @@ KERNELS = {
     "propagate": ("spmm_f32_i32", "spmm_f64_i32", "spmm_f32_i64", "spmm_f64_i64",
                   "spmm_chunks_f32_i32", "spmm_chunks_f64_i32", "spmm_chunks_f32_i64",
                   "spmm_chunks_f64_i64", "spmm_combine_f32", "spmm_combine_f64"),
+    "sampling": ("heter_central", "heter_nodes_i32", "heter_nodes_i64", "heter_edges_i32",
+                 "heter_edges_i64"),
     "features": ("grr_i32", "grr_i64", "grr_fs_flags", "grr_fs_i32", "grr_fs_i64",
                  "onebit_f32", "onebit_f64", "multibit_f32", "multibit_f64",
                  "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
@@ -457,3 +461,57 @@ def check_range(x, alpha, beta) -> int:
     N = x.numel()
     return _first_index(f"check_range_{_suffix(x, 'x')}", x, N,
                         (np.int64(N), np.float64(alpha), np.float64(beta)))
+
+
+# --- HeterPoisson sampling (sampling.cu) -------------------------------------------------------
+# Same names and arguments as the C++ entry points (csrc/cpu/sampling.cpp) where they exist;
+# data arguments are CUDA tensors.  Prefix sums (cumsum) are torch ops on the device.
+
+def _col_suffix(col) -> str:
+    import torch
+
+    return {torch.int32: "i32", torch.int64: "i64"}[col.dtype]
+
+
+def heter_central(cand, seed, step, q_b, flags) -> int:
+    """flags[i] = central trial of candidate cand[i] at step; returns the count (one sync)."""
+    m = cand.numel()
+    _launch("sampling", "heter_central", m,
+            (_ptr(cand), np.int64(m), np.uint64(seed), np.uint32(step), np.float64(q_b), _ptr(flags)),
+            cand.device)
+    return int(flags.sum())
+
+
+def heter_nodes(rowptr, col, deg, centers, cand_mask, allow_mask, seed, step, q_b, M, drop, ub_ptr,
+                counts, n_id, zeroed) -> None:
+    """Node lists into slots ub_ptr[b] (>= 1 + deg(centers[b])), sizes into counts; allow_mask
+    None or empty: every node may be peripheral.  Centres are trusted to be valid node ids
+    (the sampler draws them from its candidates)."""
+    B = centers.numel()
+    allow = NULL if allow_mask is None or allow_mask.numel() == 0 else _ptr(allow_mask)
+    _launch("sampling", f"heter_nodes_{_col_suffix(col)}", B,
+            (_ptr(rowptr), _ptr(col), _ptr(deg), _ptr(centers), np.int64(B), _ptr(cand_mask), allow,
+             np.uint64(seed), np.uint32(step), np.float64(q_b), np.float64(M), np.int32(bool(drop)),
+             _ptr(ub_ptr), _ptr(counts), _ptr(n_id), _ptr(zeroed)), centers.device)
+
+
+def heter_edges(rowptr, col, n_id, node_ptr, induced):
+    """(2, E) int64 edge_index (block-diagonal local ids) of the induced (or star) sub-graph of
+    every node list: count pass, cumsum, fill pass, as the C++ sampler."""
+    import torch
+
+    B = node_ptr.numel() - 1
+    dev = n_id.device
+    counts = torch.zeros(B, dtype=torch.int64, device=dev)
+    kern = f"heter_edges_{_col_suffix(col)}"
+    _launch("sampling", kern, B, (_ptr(rowptr), _ptr(col), _ptr(n_id), _ptr(node_ptr), np.int64(B),
+                                  np.int32(bool(induced)), NULL, _ptr(counts), NULL, NULL, np.int32(0)), dev)
+    edge_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
+    torch.cumsum(counts, 0, out=edge_ptr[1:])
+    E = int(edge_ptr[-1])
+    out = torch.empty(2, E, dtype=torch.int64, device=dev)
+    src, dst = out[0], out[1]  # contiguous rows of a (2, E) tensor
+    _launch("sampling", kern, B, (_ptr(rowptr), _ptr(col), _ptr(n_id), _ptr(node_ptr), np.int64(B),
+                                  np.int32(bool(induced)), _ptr(edge_ptr), NULL, _ptr(src), _ptr(dst),
+                                  np.int32(1)), dev)
+    return out

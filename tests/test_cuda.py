@@ -148,7 +148,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
-@pytest.mark.parametrize("name", ["features", "rng", "propagate"])
+@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -197,7 +197,8 @@ _SCALARS = {"int64_t": np.int64, "uint64_t": np.uint64, "uint32_t": np.uint32, "
             "double": np.float64}
 _POINTEES = {"int32_t": torch.int32, "uint32_t": torch.int32, "int64_t": torch.int64,
              "uint64_t": torch.int64, "unsigned long long": torch.int64, "float": torch.float32,
-             "double": torch.float64, "int8_t": torch.int8, "bool": torch.bool}
+             "double": torch.float64, "int8_t": torch.int8, "uint8_t": torch.uint8,
+             "bool": torch.bool}
 
 
 def _kernel_signatures():
@@ -248,6 +249,18 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
             for val in (None, a):  # unweighted passes a null val pointer
                 _cuda.spmm_scaled(rowptr, torch.zeros(6, dtype=ct), a, a, xf,
                                   torch.empty_like(xf), True, val, chunk=2)
+    for ct in (torch.int32, torch.int64):
+        rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])
+        col = torch.zeros(6, dtype=ct)
+        cand = torch.arange(6)
+        mask = torch.ones(6, dtype=torch.uint8)
+        _cuda.heter_central(cand, 1, 2, 0.5, torch.empty(6, dtype=torch.uint8))
+        ub = torch.arange(0, 14, 2)
+        for allow in (None, mask):  # None: every node may be peripheral (null pointer)
+            _cuda.heter_nodes(rowptr, col, torch.ones(6, dtype=torch.int64), cand, mask, allow, 1,
+                              2, 0.5, 2.0, True, ub, torch.empty(6, dtype=torch.int64),
+                              torch.empty(12, dtype=torch.int64), torch.empty(12, dtype=torch.uint8))
+        _cuda.heter_edges(rowptr, col, torch.arange(6), torch.arange(7), True)
     _cuda.fill_u32(torch.empty(3, 4, dtype=torch.int32), 1, 2, 3)
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)
@@ -270,9 +283,12 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
             else:
                 assert type(arg) is _SCALARS[ctype], (kern, i, ctype, type(arg))
         assert n > 0
-    # only spmm's val (argument 2) may be null
-    assert nulls and {i for _, i in nulls} == {2}, nulls
-    assert all(k.startswith("spmm_") for k, _ in nulls), nulls
+    # only optional pointers may be null: spmm's val, heter_nodes' allow, and heter_edges'
+    # fill-only (edge_ptr, src, dst) or count-only (counts) outputs
+    allowed = {("spmm_", 2), ("heter_nodes_", 6), ("heter_edges_", 6), ("heter_edges_", 7),
+               ("heter_edges_", 8), ("heter_edges_", 9)}
+    family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
+    assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 
 
 # --- every branch of the shared feature bodies (csrc/common/features.h) -------------------------
@@ -511,6 +527,32 @@ def test_gpu_kprop_equals_cpu(cached, dtype):
         # short rows: the CUDA kernel adds in the C++ order, scales are the same torch maths
         assert torch.equal(got.detach().cpu(), want.detach()), aggr
         assert torch.equal(xg.grad.cpu(), xc.grad), aggr
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("overlap", ["drop", "zero"])
+@pytest.mark.parametrize("induced", [True, False])
+def test_gpu_heterpoisson_bit_identical_to_cpu(overlap, induced):
+    from torch_geometric.data import Data
+
+    from ldpfast.sampling import HeterPoisson
+
+    g = torch.Generator().manual_seed(8)
+    n = 3000
+    ei = torch.randint(0, n, (2, 40000), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, 2001), torch.zeros(2000, dtype=torch.long)])], 1)
+    x = torch.rand(n, 5, generator=g)
+    y = torch.randint(0, 4, (n,), generator=g)
+    kw = {"train_nodes": torch.rand(n, generator=g) < 0.6, "overlap": overlap, "induced": induced}
+    cpu = HeterPoisson(Data(x=x, y=y, edge_index=ei, num_nodes=n), 0.2, 3.0, seed=9, **kw)
+    gpu = HeterPoisson(Data(x=x.cuda(), y=y.cuda(), edge_index=ei.cuda(), num_nodes=n), 0.2, 3.0,
+                       seed=9, **kw)
+    for t in range(4):
+        want, got = cpu.sample(t), gpu.sample(t)
+        for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
+            a = getattr(got, f)
+            assert a.is_cuda, f
+            assert torch.equal(a.cpu(), getattr(want, f)), (t, f)
 
 
 @_apply(gpu)

@@ -346,3 +346,73 @@ def test_propagate_mixed_devices_name_both_tensors():
                       mask=torch.ones(5, dtype=torch.bool, device="meta"))
     with pytest.raises(ValueError, match=r"edge_index: expected tensors on meta \(the device of x\), got cpu"):
         ops.propagate(torch.tensor([[0, 1], [1, 2]]), x.to("meta"), 1)
+
+
+# --- HeterPoisson sampler ----------------------------------------------------------------------
+# The fake sampling kernels run the C++ ones on plain views of the same memory, so the batch of
+# the CUDA path (device CSR build, torch prefix sums and compaction) is checked against the CPU
+# sampler's, bit for bit.
+def _plain_np(t):
+    return None if t is None else t.as_subclass(torch.Tensor).numpy()
+
+
+@pytest.fixture
+def fake_cuda_sampling(fake_cuda_prop):
+    import ldpfast._C as C
+
+    from ldpfast.graph import CSR
+    from ldpfast.sampling import heterpoisson as H
+
+    log = fake_cuda_prop
+    mod = _backend._cache["cuda"]
+
+    def heter_central(cand, seed, step, q, flags):
+        log.append("heter_central")
+        return C.heter_central(_plain_np(cand), seed, step, q, _plain_np(flags))
+
+    def heter_nodes(rp, col, deg, centers, cand_mask, allow, seed, step, q, M, drop, ub_ptr, counts,
+                    n_id, zeroed):
+        log.append("heter_nodes")
+        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else _plain_np(allow)
+        C.heter_nodes(_plain_np(rp), _plain_np(col), _plain_np(deg), _plain_np(centers),
+                      _plain_np(cand_mask), allow, seed, step, q, M, drop, _plain_np(ub_ptr),
+                      _plain_np(counts), _plain_np(n_id), _plain_np(zeroed))
+
+    def heter_edges(rp, col, n_id, node_ptr, induced):
+        log.append("heter_edges")
+        csr = CSR(rp.as_subclass(torch.Tensor), col.as_subclass(torch.Tensor), rp.numel() - 1)
+        return _dev(H._edges(C, csr, _plain_np(n_id), _plain_np(node_ptr), induced))
+
+    mod.heter_central, mod.heter_nodes, mod.heter_edges = heter_central, heter_nodes, heter_edges
+    return log
+
+
+@pytest.mark.parametrize("overlap", ["drop", "zero"])
+@pytest.mark.parametrize("induced", [True, False])
+@pytest.mark.parametrize("periph", [False, True])
+def test_heterpoisson_device_data_runs_the_cuda_kernels_and_matches_cpu(fake_cuda_sampling, overlap,
+                                                                        induced, periph):
+    from torch_geometric.data import Data
+
+    from ldpfast.sampling import HeterPoisson
+
+    gg = torch.Generator().manual_seed(11)
+    n = 300
+    ei = torch.randint(0, n, (2, 2400), generator=gg)
+    x = torch.rand(n, 4, generator=gg)
+    y = torch.randint(0, 3, (n,), generator=gg)
+    train = torch.rand(n, generator=gg) < 0.7
+    allow = (torch.rand(n, generator=gg) < 0.8) if periph else None
+    kw = {"train_nodes": train, "peripheral_nodes": allow, "overlap": overlap, "induced": induced}
+    with _cpu_kernels():
+        ref = HeterPoisson(Data(x=x, y=y, edge_index=ei, num_nodes=n), 0.3, 2.0, seed=5, **kw)
+        want = [ref.sample(t) for t in range(3)]
+    sp = HeterPoisson(Data(x=_dev(x), y=_dev(y), edge_index=_dev(ei), num_nodes=n), 0.3, 2.0,
+                      seed=5, **kw)
+    for t in range(3):
+        got = sp.sample(t)
+        for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
+            a, b = getattr(got, f), getattr(want[t], f)
+            assert torch.equal(a.as_subclass(torch.Tensor), b), (t, f)
+    assert DeviceInput.copies == [], DeviceInput.copies
+    assert {"heter_central", "heter_nodes", "heter_edges"} <= set(fake_cuda_sampling)

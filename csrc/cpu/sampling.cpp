@@ -6,6 +6,9 @@
 // Graph: CSR of neighbour lists NB(i) = { j : (j -> i) in E } (rows sorted, no duplicates),
 // deg[j] = out-degree of j in the whole graph (Alg. 3 line 5).
 //
+// The per-sub-graph bodies (central trial, node list, edges) are in csrc/common/sampling.h,
+// shared with the CUDA launchers csrc/cuda/sampling.cu.
+//
 // Randomness (counter-addressed, so the output never depends on the thread count):
 //   * central trial of candidate node v at step t  (Alg. 2 lines 5-6):
 //       CellRng(seed, STREAM_HETER_CENTRAL, v, t).bernoulli(q_b)
@@ -40,6 +43,7 @@
 #include <vector>
 
 #include "../common/rng.h"
+#include "../common/sampling.h"
 #include "buffers.h"
 #include "parallel.h"
 
@@ -68,17 +72,7 @@ void run_weighted(int64_t n, const int64_t* prefix, F&& f) {
     parallel_for_weighted(n, prefix, f);
 }
 
-inline bool central_trial(uint64_t seed, uint32_t step, int64_t v, double q) {
-    CellRng g(seed, STREAM_HETER_CENTRAL, (uint64_t)v, step);
-    return g.bernoulli(q);
-}
-
-// Does sorted a[0..n) contain x?
-template <class T>
-inline bool sorted_has(const T* a, int64_t n, int64_t x) {
-    const T* p = std::lower_bound(a, a + n, (T)x);
-    return p != a + n && (int64_t)*p == x;
-}
+using heter::central_trial;
 
 // Node list of every sub-graph (Alg. 2 + 3) in one pass: sub-graph b is written at
 // ub_ptr[b] (room for the centre and all its neighbours) and counts[b] is its size; the
@@ -90,23 +84,9 @@ void nodes_t(const Graph<C>& G, const int64_t* deg, const int64_t* centers, int6
              uint8_t* zeroed) {
     run_weighted(B, ub_ptr, [&](int64_t lo, int64_t hi, int) {
         for (int64_t b = lo; b < hi; ++b) {
-            int64_t v = centers[b];
-            int64_t out = ub_ptr[b];
-            int64_t cnt = 1;
-            n_id[out] = v;
-            zeroed[out] = 0;
-            for (int64_t e = G.rp[v]; e < G.rp[v + 1]; ++e) {
-                int64_t j = (int64_t)G.col[e];
-                if (j == v) continue;
-                if (allow && !allow[j]) continue;
-                CellRng g(seed, STREAM_HETER_PERIPHERAL, (uint64_t)e, step);
-                if (!g.bernoulli(M / (double)deg[j])) continue;
-                bool cen = cand[j] && central_trial(seed, step, j, q);
-                if (cen && drop) continue;
-                n_id[out + cnt] = j;
-                zeroed[out + cnt] = cen ? 1 : 0;
-                ++cnt;
-            }
+            const int64_t out = ub_ptr[b];
+            const int64_t cnt = heter::nodes_row(G.rp, G.col, deg, centers[b], cand, allow, seed, step, q, M, drop,
+                                                 n_id + out, zeroed + out);
             counts[b] = cnt;
         }
     });
@@ -175,56 +155,15 @@ void edges_t(const Graph<C>& G, const int64_t* n_id, const int64_t* node_ptr, in
         for (int64_t b = lo; b < hi; ++b) {
             const int64_t p0 = node_ptr[b];
             const int64_t L = node_ptr[b + 1] - p0;
-            const int64_t v = n_id[p0];
-            const int64_t* P = n_id + p0 + 1;  // peripherals, ascending
-            const int64_t s = L - 1;
-            int64_t cnt = 0;
-            int64_t base = fill ? edge_ptr[b] : 0;
-            auto emit = [&](int64_t ls, int64_t lt) {
+            const int64_t base = fill ? edge_ptr[b] : 0;
+            int64_t k = 0;
+            const int64_t cnt = heter::edges_row(G.rp, G.col, n_id, p0, L, induced, [&](int64_t ls, int64_t lt) {
                 if (fill) {
-                    src[base + cnt] = p0 + ls;
-                    dst[base + cnt] = p0 + lt;
+                    src[base + k] = p0 + ls;
+                    dst[base + k] = p0 + lt;
                 }
-                ++cnt;
-            };
-            for (int64_t lt = 0; lt < L; ++lt) {
-                const int64_t gt = n_id[p0 + lt];
-                const C* R = G.col + G.rp[gt];
-                const int64_t d = G.rp[gt + 1] - G.rp[gt];
-                if (lt == 0) {
-                    // sources among the peripherals
-                    if (s == 0 || d == 0) continue;
-                } else {
-                    if (gt != v && sorted_has(R, d, v)) emit(0, lt);
-                    if (!induced || s == 0 || d == 0) continue;
-                }
-                // intersect P (size s, ascending) with R (size d, ascending)
-                if (s * 8 < d) {
-                    for (int64_t i = 0; i < s; ++i)
-                        if (P[i] != gt && sorted_has(R, d, P[i])) emit(1 + i, lt);
-                } else if (d * 8 < s) {
-                    for (int64_t r = 0; r < d; ++r) {
-                        int64_t x = (int64_t)R[r];
-                        if (x == gt || x == v) continue;
-                        const int64_t* q = std::lower_bound(P, P + s, x);
-                        if (q != P + s && *q == x) emit(1 + (q - P), lt);
-                    }
-                } else {
-                    int64_t i = 0, r = 0;
-                    while (i < s && r < d) {
-                        int64_t a = P[i], x = (int64_t)R[r];
-                        if (a < x) {
-                            ++i;
-                        } else if (x < a) {
-                            ++r;
-                        } else {
-                            if (a != gt) emit(1 + i, lt);
-                            ++i;
-                            ++r;
-                        }
-                    }
-                }
-            }
+                ++k;
+            });
             if (fill) {
                 if (cnt != edge_ptr[b + 1] - edge_ptr[b])
                     throw std::runtime_error("heter_edges: fill regenerated a different size than count (bug)");

@@ -44,7 +44,11 @@ The sub-graphs are returned as one block-diagonal graph (:class:`SubgraphBatch`)
 ``edge_index`` with local ids, the node map ``n_id``, the sub-graph pointer ``ptr`` (central
 node of sub-graph ``b`` at local index ``ptr[b]``), a PyG-style ``batch`` vector.
 
-Kernels: ``csrc/cpu/sampling.cpp`` (Numba twin ``ldpfast/_numba/sampling.py``); randomness
+Kernels: ``csrc/cpu/sampling.cpp`` (Numba twin ``ldpfast/_numba/sampling.py``); for CUDA
+data (``edge_index`` / ``data.csr`` on a GPU) :meth:`HeterPoisson.sample` and
+:meth:`HeterPoisson.central` run ``csrc/cuda/sampling.cu`` (bodies shared with the C++ build
+in ``csrc/common/sampling.h``, so the same bits) and keep the batch on the device;
+:func:`inference_subgraphs` is CPU only so far.  Randomness
 is counter-addressed (a node's central trial at step ``t`` is
 ``CellRng(seed, STREAM_HETER_CENTRAL, node, t)``, a peripheral trial is addressed by the CSR
 position of the edge and ``t``), so a step's batch depends only on ``(seed, t)`` and the
@@ -202,7 +206,7 @@ def candidate_out_degree(csr: CSR, cand: torch.Tensor, allow: torch.Tensor | Non
     candidate central nodes (``cand``: bool ``(n,)``), 0 for nodes not allowed as peripheral
     (``allow``: bool ``(n,)`` or None).  The bound the ``"public_bound"`` model assumes."""
     n = csr.num_nodes
-    row = torch.repeat_interleave(torch.arange(n), csr.rowptr[1:] - csr.rowptr[:-1])
+    row = torch.repeat_interleave(torch.arange(n, device=csr.rowptr.device), csr.rowptr[1:] - csr.rowptr[:-1])
     col = csr.col.to(torch.int64)
     m = cand[row] & (col != row)  # the kernel skips self loops
     d = torch.bincount(col[m], minlength=n).to(torch.int64)
@@ -345,14 +349,17 @@ class HeterPoisson:
             raise TypeError(f"induced: expected a bool, got {type(induced).__name__}")
         self.induced = induced
         self.backend = backend
-        self._k = _backend.get("cpu", backend)
+        ei = getattr(data, "edge_index", None)
+        # CUDA data (edge_index or data.csr on the GPU): the CUDA kernels, state on the device
+        self._dev = _backend.device_of(ei if ei is not None else getattr(getattr(data, "csr", None), "rowptr", None))
+        self._k = _backend.get(self._dev, backend)
         self.data = data
         self.csr = neighbour_csr(data, backend=backend)
         n = self.csr.num_nodes
         if n < 1:
             raise ValueError("data: the graph has no nodes")
         self.num_nodes = n
-        cand = _node_set("train_nodes", train_nodes, n)
+        cand = _node_set("train_nodes", train_nodes, n).to(self.csr.rowptr.device)
         self.cand_mask = cand.to(torch.uint8).contiguous()
         self.candidates = torch.nonzero(cand).flatten().contiguous()
         if self.candidates.numel() == 0:
@@ -360,7 +367,8 @@ class HeterPoisson:
         if peripheral_nodes is None:
             self.allow_mask = torch.empty(0, dtype=torch.uint8)
         else:
-            self.allow_mask = _node_set("peripheral_nodes", peripheral_nodes, n).to(torch.uint8).contiguous()
+            self.allow_mask = _node_set("peripheral_nodes", peripheral_nodes, n).to(
+                self.csr.rowptr.device, torch.uint8).contiguous()
         if self.degree_model == "public_bound":
             allow = None if peripheral_nodes is None else self.allow_mask.bool()
             dc = candidate_out_degree(self.csr, cand, allow)
@@ -371,11 +379,11 @@ class HeterPoisson:
                     f"most degree_bound candidate central nodes; node {j} points to {int(dc[j])}, so degree_bound "
                     f"must be in [{int(dc.max())}, {2**31 - 1}] for this graph, got {self.degree_bound}")
             # constant D_pub: the kernel's M / deg[j] is then M / D_pub for every node
-            deg = torch.full((n,), self.degree_bound, dtype=torch.int64)
+            deg = torch.full((n,), self.degree_bound, dtype=torch.int64, device=self.csr.rowptr.device)
         elif out_degree is None:
             deg = _out_degree(self.csr)
         else:
-            deg = torch.as_tensor(out_degree)
+            deg = torch.as_tensor(out_degree).to(self.csr.rowptr.device)
             if deg.dim() != 1 or deg.numel() != n or deg.dtype not in (torch.int32, torch.int64):
                 raise ValueError(f"out_degree: expected an integer tensor of shape ({n},)")
             deg = deg.to(torch.int64)
@@ -407,6 +415,10 @@ class HeterPoisson:
     def central(self, step: int) -> torch.Tensor:
         """Global ids of the central nodes at ``step`` (ascending), Alg. 2 lines 3-6."""
         step = _check_step(step)
+        if self._dev == "cuda":
+            flags = torch.empty(self.candidates.numel(), dtype=torch.uint8, device=self.candidates.device)
+            self._k.heter_central(self.candidates, self.seed, step, self.q_b, flags)
+            return self.candidates[flags.bool()]
         cand = self.candidates.numpy()
         flags = np.empty(cand.shape[0], dtype=np.uint8)
         self._k.heter_central(cand, self.seed, step, self.q_b, flags)
@@ -415,6 +427,8 @@ class HeterPoisson:
     def sample(self, step: int, *, with_x: bool = True) -> SubgraphBatch:
         """The sub-graph batch of training step ``step`` (0-based, < 2**32)."""
         step = _check_step(step)
+        if self._dev == "cuda":
+            return self._sample_cuda(step, with_x)
         k, csr = self._k, self.csr
         cand = self.candidates.numpy()
         flags = np.empty(cand.shape[0], dtype=np.uint8)
@@ -437,6 +451,43 @@ class HeterPoisson:
         n_id, zeroed = n_ub[pos], z_ub[pos]
         ei = _edges(k, csr, n_id, node_ptr, self.induced)
         return _assemble(self.data, n_id, node_ptr, zeroed, ei, step, with_x, counts)
+
+    def _sample_cuda(self, step: int, with_x: bool) -> SubgraphBatch:
+        # sample() on the device: the same passes as the C++ path (same kernels' bodies,
+        # csrc/common/sampling.h), prefix sums and compaction with torch; no host copy.
+        k, csr = self._k, self.csr
+        dev = csr.rowptr.device
+        centers = self.central(step)
+        B = centers.numel()
+        rp = csr.rowptr
+        ub_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
+        torch.cumsum(rp[centers + 1] - rp[centers] + 1, 0, out=ub_ptr[1:])
+        n_ub_size = int(ub_ptr[-1])
+        counts = torch.empty(B, dtype=torch.int64, device=dev)
+        n_ub = torch.empty(n_ub_size, dtype=torch.int64, device=dev)
+        z_ub = torch.empty(n_ub_size, dtype=torch.uint8, device=dev)
+        k.heter_nodes(rp, csr.col, self.out_degree, centers.contiguous(), self.cand_mask, self.allow_mask,
+                      self.seed, step, self.q_b, self.M, self.overlap == "drop", ub_ptr, counts, n_ub, z_ub)
+        node_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
+        torch.cumsum(counts, 0, out=node_ptr[1:])
+        total = int(node_ptr[-1])
+        pos = torch.repeat_interleave(ub_ptr[:-1] - node_ptr[:-1], counts, output_size=total) + torch.arange(
+            total, dtype=torch.int64, device=dev)
+        n_id, zeroed = n_ub[pos], z_ub[pos]
+        ei = k.heter_edges(rp, csr.col, n_id, node_ptr, self.induced)
+        batch = torch.repeat_interleave(torch.arange(B, dtype=torch.int64, device=dev), counts, output_size=total)
+        z = zeroed.bool()
+        x = getattr(self.data, "x", None)
+        if x is not None and with_x:
+            x = torch.index_select(x, 0, n_id.to(x.device))
+            x[z.to(x.device)] = 0
+        else:
+            x = None
+        y = getattr(self.data, "y", None)
+        if y is not None:
+            y = torch.index_select(y, 0, n_id[node_ptr[:-1]].to(y.device))
+        return SubgraphBatch(x=x, edge_index=ei, n_id=n_id, ptr=node_ptr, batch=batch,
+                             center=node_ptr[:-1].clone(), y=y, zeroed=z, step=int(step))
 
     def __len__(self) -> int:
         if self.num_steps is None:
