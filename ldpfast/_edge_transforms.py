@@ -17,10 +17,12 @@ edge draws.
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 
+from ._checks import check_eps
 from .mechanisms import edges as _edges
 from .privacy.budget import Ledger
-from .privacy.report_once import IDENTITY_DEFAULT
+from .privacy.report_once import IDENTITY_DEFAULT, whole_graph
 from .transforms import ReportOnce
 
 __all__ = ["DPRR", "LocalLap", "RREdges"]
@@ -32,6 +34,29 @@ def _public_of(data, public):
             raise ValueError(f"public: the Data object has no attribute {public!r}")
         return getattr(data, public)
     return public
+
+
+def _prepare(transform, data):
+    """``(input seed, checked CSR)`` of ``data``.
+
+    The seed needs the input's fingerprint (SHA-256 of its content) and the kernels need the
+    seed, but building and checking the CSR does not: the hash runs on a second thread
+    meanwhile (hashlib and the CSR kernels release the GIL).  Neither reads what the other
+    writes (the CSR cache goes to ``data.__dict__``, which the fingerprint does not cover).
+    """
+    whole_graph(data, type(transform).__name__)  # refuse sub-graphs before any work
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(transform._input_seed, data)
+        try:
+            csr = _edges._graph_csr(data, transform.backend)
+        finally:
+            seed = fut.result()  # its errors (e.g. a missing identity attribute) come first, as before
+    return seed, csr
+
+
+def _wants_edge_index(data) -> bool:
+    """Whether _apply sets the output's edge_index (so the sampler may write it directly)."""
+    return "edge_index" in data or _edges._stored_csr(data) is None
 
 
 def _apply(data, res):
@@ -80,8 +105,10 @@ class DPRR(ReportOnce):
         self._init_report_once(seed, identity)
 
     def forward(self, data):
-        res = _edges.dprr(data, self.eps, seed=self._input_seed(data), eps1=self.eps1, public=_public_of(data, self.public),
-                          n_max=self.n_max, alpha=self.alpha, symmetrize=self.symmetrize, backend=self.backend)
+        eps = check_eps("eps", self.eps)
+        seed, csr = _prepare(self, data)
+        res = _edges._dprr(csr, eps, seed, self.eps1, _public_of(data, self.public), self.n_max, self.alpha,
+                           self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
         self.last_result = res
         return _apply(data, res)
 
@@ -105,9 +132,10 @@ class RREdges(ReportOnce):
         self._init_report_once(seed, identity)
 
     def forward(self, data):
-        res = _edges.rr_edges(data, self.eps, seed=self._input_seed(data), max_output_edges=self.max_output_edges,
-                              public=_public_of(data, self.public), symmetrize=self.symmetrize,
-                              backend=self.backend)
+        eps = check_eps("eps", self.eps)
+        seed, csr = _prepare(self, data)
+        res = _edges._rr_edges(csr, eps, seed, self.max_output_edges, _public_of(data, self.public),
+                               self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
         self.last_result = res
         return _apply(data, res)
 
@@ -128,7 +156,9 @@ class LocalLap(ReportOnce):
         self._init_report_once(seed, identity)
 
     def forward(self, data):
-        res = _edges.local_laplace(data, self.eps, seed=self._input_seed(data), backend=self.backend)
+        eps = check_eps("eps", self.eps)
+        seed, csr = _prepare(self, data)
+        res = _edges._local_laplace(csr, eps, seed, self.backend)
         self.last_result = res
         return _apply(data, res)
 

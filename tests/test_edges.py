@@ -664,3 +664,119 @@ def test_transform_on_csr_stored_graph_keeps_csr_consistent():
 
 def test_streams_are_distinct_from_other_mechanisms():
     assert len({Stream.DPRR_DEGREE, Stream.DPRR_TRUE, Stream.DPRR_FALSE, Stream.RR_EDGES, Stream.LOCALLAP}) == 5
+
+
+# --------------------------------------------------------------------------------------------
+# issue 17 (3): one-pass sampler, one-pass CSR, edge_index written by the kernels
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_pass_sampler_equals_two_pass(backend, threads):
+    """The one-pass sampler (block buffers, then write) gives the bits of count + fill, with
+    its edge_index in both layouts, at any thread count; every branch of a row: public, p_true
+    >= 1 / in (0, 1) / 0, p_false 0, tiny and large, hub rows with no false position."""
+    n = 1500
+    csr = random_graph(n, 6000, 31)
+    hub = graph_from_edges(n, [(0, j) for j in range(1, n)])  # row 0: no non-neighbour left
+    rng = np.random.default_rng(0)
+    pt = rng.choice([1.0, 0.7, 2.0**-60, 0.0, 1e-3], size=n)
+    pf = rng.choice([0.0, 1e-9, 2e-3, 0.05, 0.4], size=n)
+    pub = (np.arange(n) % 13 == 0).astype(np.uint8)
+    for g in (csr, hub):
+        ref = E._rr_sample_two_pass(g, pt, pf, 99, public=pub, backend=backend)
+        assert ref.nnz > 0
+        for t in (1, 2, 3):
+            threads(t)
+            for by_degree in (True, False):
+                got, ei = E._rr_sample_ei(g, pt, pf, 99, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
+                                          public=pub, by_degree=by_degree, backend=backend, layout=0)
+                assert _same(got, ref) and got.col.dtype == ref.col.dtype
+                assert torch.equal(ei, ref.to_edge_index().flip(0))
+            _, ei1 = E._rr_sample_ei(g, pt, pf, 99, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
+                                     public=pub, by_degree=True, backend=backend, layout=1)
+            assert torch.equal(ei1, ref.to_edge_index())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_edge_sample_write_once_and_checks_rowptr(backend):
+    k = ldpfast._backend.get("cpu", backend)
+    f = E._kernel(k, "edges_rr_sample")
+    csr = random_graph(200, 600, 32)
+    n = csr.num_nodes
+    args = (csr.rowptr.numpy(), csr.col.numpy(), 5, 7, 0, 8, 0, np.full(n, 0.5), np.full(n, 0.01),
+            np.zeros(0, dtype=np.uint8))
+    none = np.empty(0, dtype=np.int64)
+    orp = np.empty(n + 1, dtype=np.int64)
+    s = f(*args, orp, True)
+    assert s.nnz == orp[n] > 0
+    col = np.empty(s.nnz, dtype=np.int32)
+    s.write(col, none, none, 0)
+    with pytest.raises(RuntimeError, match="already written"):
+        s.write(col, none, none, 0)
+    s = f(*args, orp, True)
+    orp[n] += 1
+    with pytest.raises(ValueError, match="changed"):
+        s.write(np.empty(s.nnz, dtype=np.int32), none, none, 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sorted_edge_index_gives_the_to_csr_graph_in_one_pass(backend):
+    csr = random_graph(300, 1500, 33)
+    ei = csr.to_edge_index()  # sorted by (source, target), as PyG's coalesce leaves it
+    got = E._sorted_csr(ei, 300, backend)
+    assert got is not None and _same(got, csr) and got.col.dtype == csr.col.dtype == torch.int32
+    assert _same(E._sorted_csr(ei.to(torch.int32), 300, backend), csr)
+    empty = E._sorted_csr(torch.zeros(2, 0, dtype=torch.int64), 5, backend)
+    assert empty.nnz == 0 and torch.equal(empty.rowptr, torch.zeros(6, dtype=torch.int64))
+    # every defect sends the input to the general path (None), which names it
+    perm = torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(0))
+    dup = torch.cat([ei[:, :1], ei], 1)
+    loop = torch.cat([torch.tensor([[0], [0]]), ei], 1)
+    asym = ei[:, 1:]
+    for bad, n in ((ei[:, perm], 300), (dup, 300), (loop, 300), (asym, 300), (ei, 200)):
+        assert E._sorted_csr(bad, n, backend) is None
+    if len(BACKENDS) == 2:  # the flags agree across backends
+        k = [ldpfast._backend.get("cpu", b) for b in BACKENDS]
+        for bad in (ei, loop, asym):
+            outs = []
+            for kk in k:
+                rp, c = np.empty(301, dtype=np.int64), np.empty(bad.size(1), dtype=np.int32)
+                outs.append(E._kernel(kk, "edges_sorted_csr")(bad[0].contiguous().numpy(),
+                                                              bad[1].contiguous().numpy(), 300, rp, c))
+            assert outs[0] == outs[1]
+
+
+def test_transforms_equal_their_mechanism_for_every_input_form():
+    """The transforms' fast path (fingerprint beside the CSR build, one-pass CSR from a sorted
+    edge_index, edge_index written by the sampler) gives the mechanism function's output for
+    the derived seed: from a sorted edge_index, an unsorted one and a stored CSR."""
+    from torch_geometric.data import Data
+
+    from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
+    from ldpfast.privacy.report_once import input_seed
+
+    n = 400
+    csr = random_graph(n, 1600, 34)
+    ei = csr.to_edge_index()
+    shuffled = ei[:, torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(1))]
+
+    def stored():
+        d = Data(num_nodes=n)
+        d.csr = csr
+        d.__dict__["csr"] = csr
+        return d
+
+    cases = [(DPRR, E.dprr, {"eps": 2.0, "eps1": 0.5, "symmetrize": r}) for r in E.SYMMETRIZE_RULES]
+    cases += [(RREdges, E.rr_edges, {"eps": 4.0}), (LocalLap, E.local_laplace, {"eps": 1.0})]
+    for make in (lambda: Data(edge_index=ei.clone(), num_nodes=n), lambda: Data(edge_index=shuffled, num_nodes=n),
+                 stored):
+        for cls, fn, kw in cases:
+            data = make()
+            tr = cls(seed=7, **kw)
+            out = tr(data)
+            ref = fn(csr, seed=input_seed(7, cls.__name__, make()), **kw)
+            assert _same(tr.last_result.noisy, ref.noisy) and tr.last_result.noisy.col.dtype == ref.noisy.col.dtype
+            if "edge_index" in data:
+                assert torch.equal(out.edge_index, ref.edge_index), (cls.__name__, kw)
+            else:
+                want = E.transpose(ref.graph()) if ref.symmetrize == "none" else ref.graph()
+                assert "edge_index" not in out and _same(out.csr, want)

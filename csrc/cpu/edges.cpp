@@ -14,14 +14,20 @@
 // rng.h: full support, each factor of the gap law within relative 2^-49 of Geometric's, so
 // every likelihood ratio is the product-of-Bernoulli(p_false) one up to e^(+-2^-46), audit
 // F5), and the k-th non-neighbour is mapped to its node id by merging with the sorted
-// exclusion list N(i) + {i}.  Work and memory O(d_i + output) per row.  Two passes: *_count writes each
-// row's output size, Python prefix-sums it, *_fill regenerates the same draws and writes
-// the sorted rows.
+// exclusion list N(i) + {i}.  Work and memory O(d_i + output) per row.  edges_rr_sample draws
+// every row once into block buffers and writes the outputs (CSR and / or edge_index) after;
+// the two-pass kernels (*_count writes each row's size, Python prefix-sums it, *_fill
+// regenerates the same draws and writes the sorted rows) are kept as its reference.
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../common/rng.h"
@@ -235,6 +241,324 @@ static void edges_rr_fill(py::array rowptr, py::array col, uint64_t seed, uint32
     });
 }
 
+// ---- one pass: sample into row blocks, then write the outputs --------------------------------
+// The two-pass kernels above draw every random number twice (count, then fill).  These draw
+// each once: rows are cut into blocks, threads take blocks in turn (so a core shared with
+// another process slows one thread, not the whole call) and append each block's sorted rows to
+// the block's own buffer, writing the row sizes, prefix-summed at the end; the caller then
+// allocates the outputs at their exact size, and EdgeSample::write copies each block into
+// place (CSR columns, values, and/or a PyG edge_index) and frees it.  Every row uses the same
+// cells and words as the two-pass kernels, so the output is the same bits for any thread
+// count and any block cut.  Scratch: the block buffers (the size of the output columns, freed
+// block by block while writing) and O(max degree + row output) per thread.
+
+template <class T>
+struct RawBuf {  // growable and uninitialised (std::vector::resize would zero-fill)
+    T* p = nullptr;
+    int64_t size = 0, cap = 0;
+    RawBuf() = default;
+    RawBuf(const RawBuf&) = delete;
+    RawBuf& operator=(const RawBuf&) = delete;
+    RawBuf(RawBuf&& o) noexcept : p(o.p), size(o.size), cap(o.cap) {
+        o.p = nullptr;
+        o.size = o.cap = 0;
+    }
+    ~RawBuf() { std::free(p); }
+    T* room(int64_t extra) {  // `extra` writable slots after the end
+        if (size + extra > cap) {
+            int64_t c = std::max<int64_t>(size + extra, cap + cap / 2 + 64);
+            T* q = static_cast<T*>(std::realloc(p, (size_t)c * sizeof(T)));
+            if (!q) throw std::bad_alloc();
+            p = q;
+            cap = c;
+        }
+        return p + size;
+    }
+    void release() {
+        std::free(p);
+        p = nullptr;
+        size = cap = 0;
+    }
+};
+
+struct EdgeSample {
+    int64_t n = 0, nnz = 0;
+    bool wide = false;     // int64 columns
+    bool has_val = false;  // per-entry int64 values (LocalLap candidates)
+    bool written = false;
+    py::array rowptr;      // the out_rowptr the sampler filled (kept alive for write)
+    std::vector<int64_t> cuts;
+    std::vector<RawBuf<int32_t>> c32;
+    std::vector<RawBuf<int64_t>> c64, val;
+
+    template <class C>
+    std::vector<RawBuf<C>>& cols() {
+        if constexpr (std::is_same_v<C, int32_t>)
+            return c32;
+        else
+            return c64;
+    }
+    void write(py::array out_col, py::array out_val, py::array out_ei, int layout);
+};
+
+// f(b) for b in [0, nb), blocks handed out in order to up to get_num_threads() threads.
+template <class F>
+static void for_blocks(int64_t nb, F&& f) {
+    int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), nb));
+    std::atomic<int64_t> next{0};
+    parallel_for(nt, [&](int64_t, int64_t, int) {
+        for (int64_t b; (b = next.fetch_add(1)) < nb;) f(b);
+    }, 1);
+}
+
+// Cut [0, n) into blocks of about equal weight W(i + 1) - W(i) (W non-decreasing, W(0) = 0);
+// many blocks per thread, so the dynamic hand-out balances a busy core.  Never changes output.
+template <class W>
+static std::vector<int64_t> row_blocks(int64_t n, W&& weight, double unit = 32768.0) {
+    int nt = std::max(1, get_num_threads());
+    double total = weight(n);
+    int64_t nb = nt == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>((int64_t)(total / unit), 64 * (int64_t)nt));
+    nb = std::min<int64_t>(nb, std::max<int64_t>(n, 1));
+    std::vector<int64_t> cuts(nb + 1, n);
+    cuts[0] = 0;
+    int64_t lo = 0;
+    for (int64_t b = 1; b < nb; ++b) {
+        double target = total * (double)b / (double)nb;
+        int64_t a = lo, z = n;  // first i with weight(i) >= target
+        while (a < z) {
+            int64_t mid = a + (z - a) / 2;
+            if (weight(mid) < target)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        cuts[b] = lo = a;
+    }
+    return cuts;
+}
+
+template <class C>
+struct RowScratch {
+    std::vector<int64_t> pos;  // false positions among the non-neighbours
+    std::vector<int64_t> b;    // exclusion list N(i) + {i}, minus its index, + sentinel
+    std::vector<C> ids;        // node ids of the false positions (when they must be merged)
+};
+
+// Row i appended, sorted, to `out`: the same draws as rr_row_fill, reordered by cell (the true
+// cell's Bernoullis in neighbour order, the false cell's gaps in position order).  The k-th
+// non-neighbour is k + #{t : excl[t] - t <= k} (excl = N(i) + {i}, sorted), computed by a
+// merge whose only branch is the loop test.
+template <class C>
+static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, RawBuf<C>& out, RowScratch<C>& s,
+                          std::vector<C>& kbuf) {
+    if (A.pub && A.pub[i]) {
+        std::copy(nb, nb + d, out.room(d));
+        out.size += d;
+        return;
+    }
+    const double pt = A.pt[i];
+    const C* kept = nb;
+    int64_t nk = 0;
+    if (pt >= 1.0) {
+        nk = d;
+    } else if (pt > 0.0 && d > 0) {
+        if ((int64_t)kbuf.size() < d) kbuf.resize(d);
+        C* kb = kbuf.data();
+        CellRng rt(A.seed, A.st_t, (uint64_t)i, A.c_t);
+        for (int64_t e = 0; e < d; ++e) {
+            kb[nk] = nb[e];
+            nk += rt.bernoulli(pt) ? 1 : 0;
+        }
+        kept = kb;
+    }
+    auto& pos = s.pos;
+    pos.clear();
+    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t k) { pos.push_back(k); });
+    const int64_t F = (int64_t)pos.size();
+    C* w = out.room(nk + F);
+    if (F > 0) {
+        auto& b = s.b;
+        b.resize(d + 2);
+        const int64_t xpos = std::lower_bound(nb, nb + d, (C)i) - nb;
+        for (int64_t t = 0; t < xpos; ++t) b[t] = (int64_t)nb[t] - t;
+        b[xpos] = i - xpos;
+        for (int64_t t = xpos; t < d; ++t) b[t + 1] = (int64_t)nb[t] - (t + 1);
+        b[d + 1] = std::numeric_limits<int64_t>::max();  // sentinel: the merge never runs past it
+        // node ids straight into the output when no true edge was kept (DPRR's usual case)
+        C* wc = nullptr;
+        if (nk == 0) {
+            wc = w;
+        } else {
+            s.ids.resize(F);
+            wc = s.ids.data();
+        }
+        int64_t t = 0, f = 0;
+        while (f < F) {
+            const int64_t k = pos[f];
+            const bool adv = b[t] <= k;
+            wc[f] = (C)(k + t);  // rewritten until f moves on
+            t += adv;
+            f += !adv;
+        }
+    }
+    if (nk > 0) {  // both sorted, disjoint (kept is in N(i), the others are not)
+        const C* ids = s.ids.data();
+        int64_t x = 0, f = 0, o = 0;
+        while (x < nk && f < F) {
+            if (kept[x] < ids[f])
+                w[o++] = kept[x++];
+            else
+                w[o++] = ids[f++];
+        }
+        for (; x < nk; ++x) w[o++] = kept[x];
+        for (; f < F; ++f) w[o++] = ids[f];
+    }
+    out.size += nk + F;
+}
+
+template <class C>
+static void rr_sample_t(const RRArgs& A, const int64_t* rp, const C* col, int64_t* orp, bool by_degree,
+                        EdgeSample& S) {
+    const int64_t n = A.n;
+    S.cuts = by_degree ? row_blocks(n, [&](int64_t i) { return (double)(rp[i] - rp[0]) + (double)i; })
+                       : row_blocks(n, [&](int64_t i) { return (double)i; }, 4096.0);
+    const int64_t nb = (int64_t)S.cuts.size() - 1;
+    auto& bufs = S.cols<C>();
+    bufs.resize(nb);
+    for_blocks(nb, [&](int64_t blk) {
+        RowScratch<C> s;
+        std::vector<C> kbuf;
+        RawBuf<C>& out = bufs[blk];
+        double expect = 0.0;  // reserve the expected size (+ 4 sd): usually no regrowth
+        for (int64_t i = S.cuts[blk]; i < S.cuts[blk + 1]; ++i) {
+            double d = (double)(rp[i + 1] - rp[i]);
+            expect += (A.pub && A.pub[i]) ? d : std::min(1.0, A.pt[i]) * d + std::min(1.0, A.pf[i]) * ((double)n - 1.0 - d);
+        }
+        out.room((int64_t)(expect + 4.0 * std::sqrt(expect) + 64.0));
+        for (int64_t i = S.cuts[blk]; i < S.cuts[blk + 1]; ++i) {
+            const int64_t before = out.size;
+            rr_row_append(A, i, col + rp[i], rp[i + 1] - rp[i], out, s, kbuf);
+            orp[i + 1] = out.size - before;
+        }
+    });
+    orp[0] = 0;
+    for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
+    S.nnz = orp[n];
+}
+
+// One pass: out_rowptr (n + 1) gets the prefix-summed row sizes; returns the sample, whose
+// write() fills the columns (same dtype as col) and / or an edge_index.
+static std::unique_ptr<EdgeSample> edges_rr_sample(py::array rowptr, py::array col, uint64_t seed, uint32_t st_t,
+                                                   uint32_t c_t, uint32_t st_f, uint32_t c_f, py::array p_true,
+                                                   py::array p_false, py::array pub, py::array out_rowptr,
+                                                   bool by_degree) {
+    int64_t n = rowptr.size() - 1;
+    check_size(out_rowptr, n + 1, "out_rowptr");
+    RRArgs A = rr_args(n, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub);
+    const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
+    auto S = std::make_unique<EdgeSample>();
+    S->n = n;
+    S->rowptr = out_rowptr;
+    with_index(col, "col", [&](auto c) {
+        S->wide = std::is_same_v<index_t<decltype(c)>, int64_t>;
+        py::gil_scoped_release nogil;
+        rr_sample_t(A, rp, c, orp, by_degree, *S);
+    });
+    return S;
+}
+
+template <class C>
+static void sample_write_t(EdgeSample& S, const int64_t* orp, C* oc, int64_t* ov, int64_t* ei, int layout) {
+    auto& bufs = S.cols<C>();
+    const int64_t nb = (int64_t)bufs.size(), nnz = S.nnz;
+    int64_t* e_col = ei ? ei + (layout == 0 ? 0 : nnz) : nullptr;  // layout 0: (col, row), 1: (row, col)
+    int64_t* e_row = ei ? ei + (layout == 0 ? nnz : 0) : nullptr;
+    for_blocks(nb, [&](int64_t blk) {
+        const int64_t r0 = S.cuts[blk], r1 = S.cuts[blk + 1], off = orp[r0];
+        const RawBuf<C>& src = bufs[blk];
+        if (oc) std::memcpy(oc + off, src.p, (size_t)src.size * sizeof(C));
+        if (ov) std::memcpy(ov + off, S.val[blk].p, (size_t)src.size * sizeof(int64_t));
+        if (ei) {
+            for (int64_t k = 0; k < src.size; ++k) e_col[off + k] = (int64_t)src.p[k];
+            for (int64_t i = r0; i < r1; ++i) std::fill(e_row + orp[i], e_row + orp[i + 1], i);
+        }
+        bufs[blk].release();
+        if (S.has_val) S.val[blk].release();
+    });
+}
+
+void EdgeSample::write(py::array out_col, py::array out_val, py::array out_ei, int layout) {
+    if (written) throw std::runtime_error("EdgeSample.write: already written (the buffers are freed)");
+    if (layout != 0 && layout != 1) throw std::invalid_argument("layout: expected 0 (col, row) or 1 (row, col)");
+    const int64_t* orp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    if (orp[n] != nnz) throw std::invalid_argument("rowptr: changed since the sample was drawn");
+    const int64_t nb = (int64_t)cuts.size() - 1;
+    for (int64_t b = 0; b < nb; ++b) {
+        int64_t sz = wide ? c64[b].size : c32[b].size;
+        if (orp[cuts[b + 1]] - orp[cuts[b]] != sz) throw std::invalid_argument("rowptr: changed since the sample was drawn");
+    }
+    int64_t* ov = nullptr;
+    if (out_val.size() != 0) {
+        if (!has_val) throw std::invalid_argument("out_val: this sample has no values");
+        check_size(out_val, nnz, "out_val");
+        ov = data_ptr<int64_t>(out_val, "out_val", true);
+    }
+    int64_t* ei = nullptr;
+    if (out_ei.size() != 0) {
+        check_size(out_ei, 2 * nnz, "out_ei");
+        ei = data_ptr<int64_t>(out_ei, "out_ei", true);
+    }
+    auto run = [&](auto* oc) {
+        py::gil_scoped_release nogil;
+        sample_write_t(*this, orp, oc, ov, ei, layout);
+    };
+    if (wide) {
+        int64_t* oc = nullptr;
+        if (out_col.size() != 0) {
+            check_size(out_col, nnz, "out_col");
+            oc = data_ptr<int64_t>(out_col, "out_col (int64, as col)", true);
+        }
+        run(oc);
+    } else {
+        int32_t* oc = nullptr;
+        if (out_col.size() != 0) {
+            check_size(out_col, nnz, "out_col");
+            oc = data_ptr<int32_t>(out_col, "out_col (int32, as col)", true);
+        }
+        run(oc);
+    }
+    written = true;
+}
+
+// (2, nnz) int64 edge_index of a CSR in one parallel pass: layout 0 gives (col, row) (the
+// "none" rule: node i aggregates over its own list), 1 gives (row, col).
+template <class C>
+static void csr_to_ei_t(int64_t n, const int64_t* rp, const C* col, int64_t* ei, int layout) {
+    const int64_t nnz = rp[n];
+    int64_t* e_col = ei + (layout == 0 ? 0 : nnz);
+    int64_t* e_row = ei + (layout == 0 ? nnz : 0);
+    const std::vector<int64_t> cuts = row_blocks(n, [&](int64_t i) { return (double)rp[i] + (double)i; });
+    for_blocks((int64_t)cuts.size() - 1, [&](int64_t blk) {
+        const int64_t b = cuts[blk], e = cuts[blk + 1];
+        for (int64_t k = rp[b]; k < rp[e]; ++k) e_col[k] = (int64_t)col[k];
+        for (int64_t i = b; i < e; ++i) std::fill(e_row + rp[i], e_row + rp[i + 1], i);
+    });
+}
+
+static void csr_to_edge_index(py::array rowptr, py::array col, py::array out_ei, int layout) {
+    int64_t n = rowptr.size() - 1;
+    if (layout != 0 && layout != 1) throw std::invalid_argument("layout: expected 0 (col, row) or 1 (row, col)");
+    const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    if (rp[0] != 0 || rp[n] != (int64_t)col.size()) throw std::invalid_argument("rowptr: must run from 0 to len(col)");
+    check_size(out_ei, 2 * (int64_t)col.size(), "out_ei");
+    int64_t* ei = data_ptr<int64_t>(out_ei, "out_ei", true);
+    with_index(col, "col", [&](auto c) {
+        py::gil_scoped_release nogil;
+        csr_to_ei_t(n, rp, c, ei, layout);
+    });
+}
+
 // ---- LocalLap -------------------------------------------------------------------------------
 // Noise of the upper-triangular true entries: out_val[e] = one + DLap(t, s) for every CSR
 // entry (i, j) with j > i, from CellRng(seed, STREAM_LOCALLAP, i, j) (j >= 1, so never the
@@ -242,7 +566,10 @@ static void edges_rr_fill(py::array rowptr, py::array col, uint64_t seed, uint32
 template <class C>
 static void ll_edge_values_t(int64_t n, const int64_t* rp, const C* col, uint64_t seed, uint64_t t, uint64_t s,
                              int64_t one, int64_t* out) {
-    parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) {
+    // blocks handed out in turn: a core shared with another process does not hold up the call
+    const std::vector<int64_t> cuts = row_blocks(n, [&](int64_t i) { return (double)(rp[i] - rp[0]) + (double)i; });
+    for_blocks((int64_t)cuts.size() - 1, [&](int64_t blk) {
+        const int64_t b = cuts[blk], e = cuts[blk + 1];
         for (int64_t i = b; i < e; ++i)
             for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
                 int64_t j = (int64_t)col[k];
@@ -341,6 +668,83 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
         py::gil_scoped_release nogil;
         ll_zero_t(n, erp, c, seed, round, pi, lo, hi, t, s, orp, oc, ov);
     });
+}
+
+// One pass of ll_zero_row: the picks of row i appended to the block's buffers (the positions
+// from the gap cell first, then one value per pick from the value cell, in pick order: the
+// same words as ll_zero_row).
+template <class C>
+static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
+                           int64_t lo, int64_t hi, uint64_t t, uint64_t s, RawBuf<C>& oc, RawBuf<int64_t>& ov,
+                           std::vector<int64_t>& pos) {
+    int64_t skip = std::upper_bound(ex, ex + le, (C)i) - ex;
+    ex += skip;
+    le -= skip;
+    int64_t m = n - 1 - i - le;
+    if (m <= 0 || pi <= 0.0) return;
+    CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round);
+    const GeomParams gp = geom_params(pi);
+    pos.clear();
+    for (int64_t k = -1;;) {
+        int64_t g = geom_draw(rg, gp);
+        if (g >= m - 1 - k) break;
+        k += g + 1;
+        pos.push_back(k);
+    }
+    const int64_t F = (int64_t)pos.size();
+    if (F == 0) return;
+    CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
+    SkipMap<C> sm(ex, le, -1, i + 1);
+    C* wc = oc.room(F);
+    int64_t* wv = ov.room(F);
+    for (int64_t f = 0; f < F; ++f) {
+        wc[f] = (C)sm.map(pos[f]);
+        wv[f] = dlap_band(rv, t, s, lo, hi);
+    }
+    oc.size += F;
+    ov.size += F;
+}
+
+static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, py::array excl_col, uint64_t seed,
+                                                        uint32_t round, double pi, int64_t lo, int64_t hi, uint64_t t,
+                                                        uint64_t s, py::array out_rowptr) {
+    int64_t n = excl_rowptr.size() - 1;
+    check_size(out_rowptr, n + 1, "out_rowptr");
+    if (t == 0 || s == 0) throw std::invalid_argument("t, s: expected >= 1");
+    const int64_t* erp = cdata_ptr<int64_t>(excl_rowptr, "excl_rowptr");
+    int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
+    auto S = std::make_unique<EdgeSample>();
+    S->n = n;
+    S->rowptr = out_rowptr;
+    S->has_val = true;
+    with_index(excl_col, "excl_col", [&](auto ec) {
+        using C = index_t<decltype(ec)>;
+        S->wide = std::is_same_v<C, int64_t>;
+        py::gil_scoped_release nogil;
+        // row i has about pi (n - 1 - i) picks: cut by that, plus a constant per row
+        const double dn = (double)n;
+        S->cuts = row_blocks(n, [&](int64_t i) {
+            double x = (double)i;
+            return pi * (x * (dn - 1.0) - x * (x - 1.0) / 2.0) + 4.0 * x;
+        });
+        const int64_t nb = (int64_t)S->cuts.size() - 1;
+        auto& bc = S->cols<C>();
+        bc.resize(nb);
+        S->val.resize(nb);
+        for_blocks(nb, [&](int64_t blk) {
+            std::vector<int64_t> pos;
+            for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
+                const int64_t before = bc[blk].size;
+                ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, bc[blk],
+                                  S->val[blk], pos);
+                orp[i + 1] = bc[blk].size - before;
+            }
+        });
+        orp[0] = 0;
+        for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
+        S->nnz = orp[n];
+    });
+    return S;
 }
 
 // ---- server side: transpose, combine, checks --------------------------------------------------
@@ -489,6 +893,70 @@ static int64_t check_t(int64_t n, const int64_t* rp, const C* col) {
     return f;
 }
 
+// One pass over a PyG edge_index sorted by (source, target), PyG's coalesced order: the
+// flags of check_t (same symmetry fingerprint) and, while it is sorted and in range, its CSR:
+// rowptr from the row boundaries, col = the targets.  With no flag this is the CSR to_csr
+// builds (sorting and deduplicating a sorted list without repeats or self loops changes
+// nothing), already checked; with any flag the caller discards it and takes the general path.
+template <class I, class C>
+static int64_t sorted_csr_t(int64_t n, int64_t E, const I* src, const I* dst, int64_t* rp, C* col) {
+    int nt = std::max(1, get_num_threads());
+    std::vector<int64_t> flags(nt, 0);
+    std::vector<uint64_t> hs(nt, 0);
+    parallel_for(E, [&](int64_t b, int64_t e_end, int tid) {
+        int64_t f = 0;
+        uint64_t h = 0;
+        for (int64_t e = b; e < e_end; ++e) {
+            const int64_t r = (int64_t)src[e], c = (int64_t)dst[e];
+            if ((uint64_t)r >= (uint64_t)n || (uint64_t)c >= (uint64_t)n) {
+                f |= 1;
+                break;  // the general path will say what is wrong
+            }
+            const int64_t pr = e > 0 ? (int64_t)src[e - 1] : -1;
+            if (e > 0 && (pr > r || (pr == r && (int64_t)dst[e - 1] >= c))) {
+                f |= 2;
+                break;
+            }
+            if (r == c) f |= 4;
+            col[e] = (C)c;
+            for (int64_t rr = std::max<int64_t>(pr + 1, 0); rr <= r; ++rr) rp[rr] = e;  // rows (pr, r] start here
+            const uint64_t lo = (uint64_t)std::min(r, c), hi = (uint64_t)std::max(r, c);
+            const uint64_t x = mix64((lo << 32) ^ hi ^ 0x9E3779B97F4A7C15ull);
+            h += r < c ? x : (uint64_t)0 - x;
+        }
+        flags[tid] |= f;
+        hs[tid] += h;
+    }, 65536);
+    int64_t f = 0;
+    uint64_t h = 0;
+    for (int t = 0; t < nt; ++t) {
+        f |= flags[t];
+        h += hs[t];
+    }
+    if (f & 3) return f;
+    if (h != 0) f |= 8;
+    const int64_t last = E > 0 ? (int64_t)src[E - 1] : -1;
+    for (int64_t rr = last + 1; rr <= n; ++rr) rp[rr] = E;
+    return f;
+}
+
+static int64_t edges_sorted_csr(py::array src, py::array dst, int64_t n, py::array out_rowptr, py::array out_col) {
+    const int64_t E = (int64_t)src.size();
+    check_size(dst, E, "dst");
+    check_size(out_rowptr, n + 1, "out_rowptr");
+    check_size(out_col, E, "out_col");
+    if (n < 0) throw std::invalid_argument("n: expected >= 0");
+    int64_t* rp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
+    return with_index(src, "src", [&](auto s) -> int64_t {
+        using I = index_t<decltype(s)>;
+        const I* d = cdata_ptr<I>(dst, "dst (same dtype as src)");
+        return with_index_mut(out_col, "out_col", [&](auto c) -> int64_t {
+            py::gil_scoped_release nogil;
+            return sorted_csr_t(n, E, s, d, rp, c);
+        });
+    });
+}
+
 static int64_t edges_check_csr(py::array rowptr, py::array col) {
     int64_t n = rowptr.size() - 1;
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
@@ -502,11 +970,25 @@ void register_edges(py::module_& m) {
     m.def("edges_rr_count", &edges_rr_count,
           "Sparse RR + sampling, pass 1: per-row output sizes into out_rowptr[1:]");
     m.def("edges_rr_fill", &edges_rr_fill, "Sparse RR + sampling, pass 2: fill sorted rows");
+    py::class_<EdgeSample>(m, "EdgeSample", "Rows sampled in one pass, held until written into the outputs")
+        .def_readonly("nnz", &EdgeSample::nnz)
+        .def("write", &EdgeSample::write, py::arg("out_col"), py::arg("out_val"), py::arg("out_ei"),
+             py::arg("layout"),
+             "Fill the columns / values / (2, nnz) int64 edge_index (empty arrays: skipped; layout 0 "
+             "(col, row), 1 (row, col)) and free the buffers");
+    m.def("edges_rr_sample", &edges_rr_sample,
+          "Sparse RR + sampling in one pass: row sizes prefix-summed into out_rowptr; returns an EdgeSample");
+    m.def("locallap_zero_sample", &locallap_zero_sample,
+          "LocalLap zero-entry candidates in one pass: out_rowptr prefix-summed; returns an EdgeSample with values");
+    m.def("csr_to_edge_index", &csr_to_edge_index, "(2, nnz) int64 edge_index of a CSR: layout 0 (col, row), 1 (row, col)");
     m.def("locallap_edge_values", &locallap_edge_values, "LocalLap: noisy values of upper-triangular edges");
     m.def("locallap_zero", &locallap_zero, "LocalLap: zero-entry candidates above a threshold (count / fill)");
     m.def("csr_transpose", &csr_transpose, "CSR transpose, O(|E| + n), sorted rows");
     m.def("csr_combine", &csr_combine, "Row-wise union / intersection / lower / upper of two CSRs (count / fill)");
     m.def("edges_check_csr", &edges_check_csr, "Flags: 1 range, 2 unsorted/duplicate, 4 self loop, 8 asymmetric");
+    m.def("edges_sorted_csr", &edges_sorted_csr,
+          "CSR of an edge_index sorted by (source, target) with the edges_check_csr flags, in one pass "
+          "(flags & 3: not built)");
 }
 
 }  // namespace ldp

@@ -167,6 +167,68 @@ def edges_rr_fill(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub,
         raise RuntimeError("edges_rr_fill: a row regenerated a different size than edges_rr_count (bug)")
 
 
+class _Sample:
+    """Twin of the C++ ``EdgeSample``: ``nnz`` after the sampling call, ``write`` fills the
+    outputs.  Here the sample is a count pass and ``write`` the fill pass (same draws, so the
+    same bits as the C++ one-pass kernel)."""
+
+    def __init__(self, rowptr, fill, dtype, has_val):
+        self.nnz = int(rowptr[-1])
+        self._rowptr, self._fill, self._dtype, self._has_val = rowptr, fill, dtype, has_val
+        self._written = False
+
+    def write(self, out_col, out_val, out_ei, layout):
+        if self._written:
+            raise RuntimeError("EdgeSample.write: already written (the buffers are freed)")
+        if layout not in (0, 1):
+            raise ValueError("layout: expected 0 (col, row) or 1 (row, col)")
+        if int(self._rowptr[-1]) != self.nnz:
+            raise ValueError("rowptr: changed since the sample was drawn")
+        if out_val.size and not self._has_val:
+            raise ValueError("out_val: this sample has no values")
+        col = out_col if out_col.size else np.empty(self.nnz, dtype=self._dtype)
+        if col.shape[0] != self.nnz or col.dtype != self._dtype:
+            raise ValueError("out_col: wrong size or dtype")
+        val = out_val if out_val.size else np.empty(self.nnz if self._has_val else 0, dtype=np.int64)
+        self._fill(col, val)
+        if out_ei.size:
+            csr_to_edge_index(self._rowptr, col, out_ei, layout)
+        self._written = True
+
+
+def edges_rr_sample(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub, out_rowptr, by_degree):
+    edges_rr_count(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub, out_rowptr, by_degree)
+    np.cumsum(out_rowptr, out=out_rowptr)
+
+    def fill(out_col, _val):
+        edges_rr_fill(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub, out_rowptr, out_col)
+
+    return _Sample(out_rowptr, fill, col.dtype, False)
+
+
+@pjit
+def _csr_to_ei(rowptr, col, ec, er):
+    n = rowptr.shape[0] - 1
+    nblk = (n + _BLOCK - 1) // _BLOCK
+    for blk in nb.prange(nblk):
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            for k in range(rowptr[i], rowptr[i + 1]):
+                ec[k] = col[k]
+                er[k] = i
+
+
+def csr_to_edge_index(rowptr, col, out_ei, layout):
+    if layout not in (0, 1):
+        raise ValueError("layout: expected 0 (col, row) or 1 (row, col)")
+    n = rowptr.shape[0] - 1
+    if rowptr[0] != 0 or rowptr[n] != col.shape[0]:
+        raise ValueError("rowptr: must run from 0 to len(col)")
+    if out_ei.size != 2 * col.shape[0] or out_ei.dtype != np.int64:
+        raise ValueError("out_ei: expected 2 * nnz int64 entries")
+    ei = out_ei.reshape(2, col.shape[0])
+    _csr_to_ei(rowptr, col, ei[0] if layout == 0 else ei[1], ei[1] if layout == 0 else ei[0])
+
+
 # --- LocalLap -------------------------------------------------------------------------------
 @pjit
 def _ll_edge_values(rowptr, col, seed, t, s, one, out):
@@ -261,6 +323,17 @@ def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr
                    np.uint64(t), np.uint64(s), out_rowptr, out_col, out_val, bool(fill))
     if bad:
         raise RuntimeError("locallap_zero_fill: count mismatch (bug)")
+
+
+def locallap_zero_sample(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr):
+    empty_c, empty_v = np.empty(0, dtype=excl_col.dtype), np.empty(0, dtype=np.int64)
+    locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, empty_c, empty_v, False)
+    np.cumsum(out_rowptr, out=out_rowptr)
+
+    def fill(out_col, out_val):
+        locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, out_col, out_val, True)
+
+    return _Sample(out_rowptr, fill, excl_col.dtype, True)
 
 
 # --- server side ----------------------------------------------------------------------------
@@ -418,3 +491,44 @@ def _check(rowptr, col):
 
 def edges_check_csr(rowptr, col):
     return int(_check(rowptr, col))
+
+
+@jit
+def _sorted_csr(src, dst, n, rp, col):
+    E = src.shape[0]
+    gold = np.uint64(0x9E3779B97F4A7C15)
+    s32 = np.uint64(32)
+    f = np.int64(0)
+    h = np.uint64(0)
+    for e in range(E):
+        r = np.int64(src[e])
+        c = np.int64(dst[e])
+        if r < 0 or r >= n or c < 0 or c >= n:
+            return np.int64(1)
+        pr = np.int64(src[e - 1]) if e > 0 else np.int64(-1)
+        if e > 0 and (pr > r or (pr == r and np.int64(dst[e - 1]) >= c)):
+            return np.int64(2)
+        if r == c:
+            f |= 4
+        col[e] = c
+        for rr in range(max(pr + 1, 0), r + 1):
+            rp[rr] = e
+        x = _mix64((np.uint64(min(r, c)) << s32) ^ np.uint64(max(r, c)) ^ gold)
+        if r < c:
+            h += x
+        else:
+            h -= x
+    if h != np.uint64(0):
+        f |= 8
+    last = np.int64(src[E - 1]) if E > 0 else np.int64(-1)
+    for rr in range(last + 1, n + 1):
+        rp[rr] = E
+    return f
+
+
+def edges_sorted_csr(src, dst, n, out_rowptr, out_col):
+    if dst.shape[0] != src.shape[0] or out_col.shape[0] != src.shape[0] or out_rowptr.shape[0] != n + 1:
+        raise ValueError("dst / out_col / out_rowptr: wrong size")
+    if dst.dtype != src.dtype:
+        raise ValueError("dst: expected the dtype of src")
+    return int(_sorted_csr(src, dst, np.int64(n), out_rowptr, out_col))

@@ -80,7 +80,8 @@ import torch
 
 from .. import _backend
 from .._checks import check_eps, check_int, check_prob
-from ..graph import CSR, csr_of, to_csr
+from ..graph import CSR, INT32_MAX, csr_of
+from ..graph import transpose as graph_transpose
 from ..privacy.budget import Spent
 from ..rng import Stream, epsilon_to_rational, resolve_seed
 
@@ -165,11 +166,31 @@ class EdgeLDPResult:
         graph is symmetric and both directions are listed.
         """
         if self._edge_index is None:
-            g = self.graph()
-            row = torch.from_numpy(np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.rowptr.numpy())))
-            col = g.col.to(torch.int64)
-            self._edge_index = torch.stack([col, row] if self.symmetrize == "none" else [row, col])
+            self._edge_index = _edge_index_of(self.graph(), 0 if self.symmetrize == "none" else 1, self.backend)
         return self._edge_index
+
+
+def _kernel(k, name: str):
+    """``k.name``.  On the Numba backend, kernels newer than ``ldpfast/_numba/kernels.py``'s
+    import list come from their twins in ``ldpfast._numba.edges`` (same names, same bits)."""
+    f = getattr(k, name, None)
+    if f is None and k.__name__ == "ldpfast._numba.kernels":
+        from .._numba import edges as twins
+
+        f = getattr(twins, name)
+    if f is None:
+        raise AttributeError(f"{k.__name__} has no kernel {name!r}: the compiled extension is older than "
+                             "the Python package; rebuild it (pip install -e ., or python setup.py "
+                             "build_ext --inplace)")
+    return f
+
+
+def _edge_index_of(g: CSR, layout: int, backend: str | None = None) -> torch.Tensor:
+    """(2, nnz) int64 edge_index of ``g`` in one pass: layout 0 = (col, row), 1 = (row, col)."""
+    ei = torch.empty((2, g.nnz), dtype=torch.int64)
+    k = _backend.get("cpu", backend)
+    _kernel(k, "csr_to_edge_index")(g.rowptr.contiguous().numpy(), g.col.contiguous().numpy(), ei.numpy(), layout)
+    return ei
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,6 +235,27 @@ def _stored_csr(data) -> CSR | None:
     return c if isinstance(c, CSR) else None
 
 
+def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
+    """CSR of an ``edge_index`` sorted by (source, target) -- PyG's coalesced order, as after
+    ``coalesce``, ``to_undirected`` or ``ldpfast.graph.clean_edge_index`` -- built and checked
+    (range, order, repeats, self loops, symmetry) in one pass; ``None`` when any check fails,
+    and the caller takes the general path (``csr_of``), which names the problem.  The CSR is
+    the one ``to_csr`` would build."""
+    if ei.device.type != "cpu" or ei.layout != torch.strided or ei.dtype not in (torch.int32, torch.int64):
+        return None
+    if isinstance(n, bool) or n < 0:
+        return None
+    ei = ei.detach()
+    if type(ei) is not torch.Tensor:  # PyG's EdgeIndex: plain view
+        ei = ei.as_subclass(torch.Tensor)
+    rowptr = torch.empty(n + 1, dtype=torch.int64)
+    col = torch.empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
+    k = _backend.get("cpu", backend)
+    flags = _kernel(k, "edges_sorted_csr")(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
+                                           rowptr.numpy(), col.numpy())
+    return CSR(rowptr, col, n) if flags == 0 else None
+
+
 def _graph_csr(graph, backend: str | None) -> CSR:
     """CSR of ``graph`` (CSR or PyG Data), validated: symmetric, sorted, no self loops."""
     if isinstance(graph, CSR):
@@ -225,13 +267,19 @@ def _graph_csr(graph, backend: str | None) -> CSR:
             ei = graph.edge_index
             if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.size(0) != 2:
                 raise ValueError("graph: data.edge_index must be a (2, E) tensor")
-            if ei.numel() and bool((ei[0] == ei[1]).any()):
-                raise ValueError("graph: data.edge_index has self loops (a_ii must be 0); remove them first, "
-                                 "e.g. torch_geometric.utils.remove_self_loops")
             if graph.num_nodes is None:
                 raise ValueError("graph: data.num_nodes is not set")
+            csr = _sorted_csr(ei, int(graph.num_nodes), backend)
+            if csr is not None:  # built and checked in one pass
+                _check_csr_arrays(csr)
+                if csr.num_nodes < 2:
+                    raise ValueError(f"graph: expected at least 2 nodes, got {csr.num_nodes}")
+                return csr
             csr = csr_of(graph, backend=backend)
-            if csr.nnz != ei.size(1):
+            if csr.nnz != ei.size(1):  # to_csr dropped self loops or repeats: say which (only then)
+                if bool((ei[0] == ei[1]).any()):
+                    raise ValueError("graph: data.edge_index has self loops (a_ii must be 0); remove them first, "
+                                     "e.g. torch_geometric.utils.remove_self_loops")
                 raise ValueError(f"graph: data.edge_index has duplicate edges ({ei.size(1) - csr.nnz} repeats); "
                                  "deduplicate first, e.g. torch_geometric.utils.coalesce")
     else:
@@ -297,17 +345,45 @@ def _rr_sample(csr: CSR, p_true, p_false, seed: int, *, streams=(Stream.DPRR_TRU
 
     The kernel behind :func:`dprr` and :func:`rr_edges` (exposed for the tests, which check
     its output distribution against a bit-by-bit reference).  ``p_true`` / ``p_false``:
-    float64 arrays of length n.  Public users' rows are copied unchanged.  Two passes
-    (count, fill); O(|E| + n + output) time and memory.
+    float64 arrays of length n.  Public users' rows are copied unchanged.  One pass (every
+    row drawn once into block buffers, then written); O(|E| + n + output) time and memory.
     """
-    n = csr.num_nodes
-    k = _backend.get("cpu", backend)
+    return _rr_sample_ei(csr, p_true, p_false, seed, streams=streams, public=public, by_degree=by_degree,
+                         backend=backend)[0]
+
+
+def _rr_args(csr, p_true, p_false, public, streams):
     rp = csr.rowptr.contiguous().numpy()
     col = csr.col.contiguous().numpy()
     pt = np.ascontiguousarray(p_true, dtype=np.float64)
     pf = np.ascontiguousarray(p_false, dtype=np.float64)
     pub = np.zeros(0, dtype=np.uint8) if public is None else public
-    st_t, c_t, st_f, c_f = (int(x) for x in streams)
+    return rp, col, pt, pf, pub, tuple(int(x) for x in streams)
+
+
+def _rr_sample_ei(csr: CSR, p_true, p_false, seed: int, *, streams, public, by_degree: bool,
+                  backend: str | None, layout: int | None = None) -> tuple[CSR, torch.Tensor | None]:
+    """:func:`_rr_sample`, plus the (2, nnz) int64 edge_index of the noisy lists written by
+    the same kernel pass when ``layout`` is 0 ((col, row)) or 1 ((row, col)), else None."""
+    n = csr.num_nodes
+    k = _backend.get("cpu", backend)
+    rp, col, pt, pf, pub, (st_t, c_t, st_f, c_f) = _rr_args(csr, p_true, p_false, public, streams)
+    orp = torch.empty(n + 1, dtype=torch.int64)
+    sample = _kernel(k, "edges_rr_sample")(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp.numpy(),
+                                           bool(by_degree))
+    ocol = torch.empty(sample.nnz, dtype=csr.col.dtype)
+    ei = None if layout is None else torch.empty((2, sample.nnz), dtype=torch.int64)
+    none = np.empty(0, dtype=np.int64)
+    sample.write(ocol.numpy(), none, none if ei is None else ei.numpy(), 0 if layout is None else layout)
+    return CSR(orp, ocol, n), ei
+
+
+def _rr_sample_two_pass(csr: CSR, p_true, p_false, seed: int, *, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
+                        public: np.ndarray | None = None, by_degree: bool = True, backend: str | None = None) -> CSR:
+    """The reference of :func:`_rr_sample`: count, prefix-sum, fill (every draw made twice)."""
+    n = csr.num_nodes
+    k = _backend.get("cpu", backend)
+    rp, col, pt, pf, pub, (st_t, c_t, st_f, c_f) = _rr_args(csr, p_true, p_false, public, streams)
     orp = torch.empty(n + 1, dtype=torch.int64)
     orp_np = orp.numpy()
     k.edges_rr_count(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp_np, bool(by_degree))
@@ -321,12 +397,9 @@ def _rr_sample(csr: CSR, p_true, p_false, seed: int, *, streams=(Stream.DPRR_TRU
 # server side
 # --------------------------------------------------------------------------------------------
 def transpose(csr: CSR, backend: str | None = None) -> CSR:
-    """``A^T`` of a CSR in O(|E| + n) (rows sorted)."""
-    k = _backend.get("cpu", backend)
-    orp = torch.empty(csr.num_nodes + 1, dtype=torch.int64)
-    oc = torch.empty(csr.nnz, dtype=csr.col.dtype)
-    k.csr_transpose(csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy(), orp.numpy(), oc.numpy())
-    return CSR(orp, oc, csr.num_nodes)
+    """``A^T`` of a CSR in O(|E| + n) (rows sorted; the parallel counting sort of
+    :func:`ldpfast.graph.transpose`, which gives the same CSR as the serial ``csr_transpose``)."""
+    return graph_transpose(CSR(csr.rowptr, csr.col, csr.num_nodes), backend=backend)
 
 
 def server_graph(noisy: CSR, symmetrize: str = DEFAULT_SYMMETRIZE, backend: str | None = None) -> CSR:
@@ -352,19 +425,7 @@ def server_graph(noisy: CSR, symmetrize: str = DEFAULT_SYMMETRIZE, backend: str 
     _check_rule(symmetrize)
     if symmetrize == "none":
         return noisy
-    t = transpose(noisy, backend)
-    k = _backend.get("cpu", backend)
-    n = noisy.num_nodes
-    orp = torch.empty(n + 1, dtype=torch.int64)
-    ra, ca = noisy.rowptr.contiguous().numpy(), noisy.col.contiguous().numpy()
-    rb, cb = t.rowptr.numpy(), t.col.numpy()
-    mode = _COMBINE_MODE[symmetrize]
-    empty = np.empty(0, dtype=ca.dtype)
-    k.csr_combine(ra, ca, rb, cb, mode, orp.numpy(), empty, False)
-    np.cumsum(orp.numpy(), out=orp.numpy())
-    oc = torch.empty(int(orp[n]), dtype=noisy.col.dtype)
-    k.csr_combine(ra, ca, rb, cb, mode, orp.numpy(), oc.numpy(), True)
-    return CSR(orp, oc, n)
+    return _csr_combine(noisy, transpose(noisy, backend), _COMBINE_MODE[symmetrize], backend)
 
 
 # --------------------------------------------------------------------------------------------
@@ -460,7 +521,14 @@ def dprr(
     ``(eps1_used + eps2)``-edge LDP.
     """
     eps = check_eps("eps", eps)
-    csr = _graph_csr(graph, backend)
+    return _dprr(_graph_csr(graph, backend), eps, seed, eps1, public, n_max, alpha, symmetrize, backend)
+
+
+def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, backend,
+          edge_index: bool = False) -> EdgeLDPResult:
+    """:func:`dprr` on a checked CSR (``_graph_csr``) and a checked ``eps``; ``edge_index``:
+    also write :attr:`EdgeLDPResult.edge_index` in the sampler's pass (rule ``"none"`` only;
+    the other rules build it from the server graph when asked)."""
     n = csr.num_nodes
     pub = _check_public(public, n)
     if n_max is None:
@@ -486,8 +554,9 @@ def dprr(
     del noise
     # lines 3-5: p, q_i (eq. 6) and Proj; lines 6-7: per-bit probabilities of eq. (7)
     p, pm, q, p_true, p_false = _bit_probs(d_star, n, eps2)
-    noisy = _rr_sample(csr, p_true, p_false, seed, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
-                       public=pub, by_degree=True, backend=backend)
+    noisy, ei = _rr_sample_ei(csr, p_true, p_false, seed, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
+                              public=pub, by_degree=True, backend=backend,
+                              layout=0 if edge_index and symmetrize == "none" else None)
     del p_true, p_false
     if pub.size:
         m = pub.astype(bool)
@@ -504,8 +573,10 @@ def dprr(
             "symmetrize": symmetrize,
         },
     )
-    return EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=torch.from_numpy(d_star),
-                         q=torch.from_numpy(q), spent=spent, symmetrize=symmetrize, backend=backend_name)
+    res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=torch.from_numpy(d_star),
+                        q=torch.from_numpy(q), spent=spent, symmetrize=symmetrize, backend=backend_name)
+    res._edge_index = ei
+    return res
 
 
 def _bit_probs(d_star: np.ndarray, n: int, eps2: float):
@@ -566,7 +637,12 @@ def rr_edges(
         Upper bound on the expected number of directed output entries.
     """
     eps = check_eps("eps", eps)
-    csr = _graph_csr(graph, backend)
+    return _rr_edges(_graph_csr(graph, backend), eps, seed, max_output_edges, public, symmetrize, backend)
+
+
+def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, backend,
+              edge_index: bool = False) -> EdgeLDPResult:
+    """:func:`rr_edges` on a checked CSR and ``eps`` (``edge_index``: as :func:`_dprr`)."""
     n = csr.num_nodes
     pub = _check_public(public, n)
     max_output_edges = check_int("max_output_edges", max_output_edges, lo=0)
@@ -582,16 +658,18 @@ def rr_edges(
             f"larger max_output_edges to run it anyway, or use dprr().")
     seed = resolve_seed(seed)
     p, pm = _rr_probs(eps)
-    noisy = _rr_sample(csr, np.full(n, p), np.full(n, pm), seed,
-                       streams=(Stream.RR_EDGES, 0, Stream.RR_EDGES, 1), public=pub, by_degree=False,
-                       backend=backend)
+    noisy, ei = _rr_sample_ei(csr, np.full(n, p), np.full(n, pm), seed,
+                              streams=(Stream.RR_EDGES, 0, Stream.RR_EDGES, 1), public=pub, by_degree=False,
+                              backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
     spent = Spent(
         mechanism="rr_edges", target="edges", eps=eps, guarantee=_GUARANTEE,
         params={"eps": eps, "p": p, "flip_prob": pm, "n": n, "expected_output": expected,
                 "num_public": int(pub.sum()) if pub.size else 0, "symmetrize": symmetrize},
     )
-    return EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=None, q=None, spent=spent,
-                         symmetrize=symmetrize, backend=_backend.resolve("cpu", backend))
+    res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=None, q=None, spent=spent,
+                        symmetrize=symmetrize, backend=_backend.resolve("cpu", backend))
+    res._edge_index = ei
+    return res
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,7 +730,12 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
         ``noisy`` is the undirected output graph; ``d_star`` the noisy degrees; ``q`` None.
     """
     eps = check_eps("eps", eps)
-    csr = _graph_csr(graph, backend)
+    return _local_laplace(_graph_csr(graph, backend), eps, seed, backend, max_dense_entries, _target)
+
+
+def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_000_000,
+                   _target=None) -> EdgeLDPResult:
+    """:func:`local_laplace` on a checked CSR and ``eps``."""
     n = csr.num_nodes
     max_dense_entries = check_int("max_dense_entries", max_dense_entries, lo=0)
     seed = resolve_seed(seed)
@@ -707,12 +790,10 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
             pi = min(1.0, (_tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
         orp = torch.empty(n + 1, dtype=torch.int64)
         erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
-        empty_c, empty_v = np.empty(0, dtype=ecol.dtype), np.empty(0, dtype=np.int64)
-        k.locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy(), empty_c, empty_v, False)
-        np.cumsum(orp.numpy(), out=orp.numpy())
-        zc = torch.empty(int(orp[n]), dtype=csr.col.dtype)
-        zv = np.empty(int(orp[n]), dtype=np.int64)
-        k.locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy(), zc.numpy(), zv, True)
+        sample = _kernel(k, "locallap_zero_sample")(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy())
+        zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
+        zv = np.empty(sample.nnz, dtype=np.int64)
+        sample.write(zc.numpy(), zv, np.empty(0, dtype=np.int64), 0)
         rounds.append((orp, zc, zv))
         zero_count += zc.numel()
         ones_above = int((upper & (ones_val >= lo)).sum())
@@ -724,22 +805,26 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
         hi, prev_tau, prev_tail = lo, tau, _tail(r2, tau)
         rnd += 1
 
-    # candidates (row < col, value); then the T largest
-    rows_l, cols_l, vals_l = [], [], []
-    for orp, zc, zv in rounds:
-        rows_l.append(torch.from_numpy(np.repeat(np.arange(n, dtype=np.int64), np.diff(orp.numpy()))))
-        cols_l.append(zc.to(torch.int64))
-        vals_l.append(torch.from_numpy(zv))
+    # candidates (row < col, value), in the order round 0, 1, ..., true edges (the tie-break
+    # of _top_t_mask counts ties in this order); then the T largest
     idx = np.flatnonzero(upper & (ones_val >= lo))
-    rows_l.append(torch.from_numpy(np.searchsorted(rp, idx, side="right") - 1))
-    cols_l.append(torch.from_numpy(col[idx].astype(np.int64)))
-    vals_l.append(torch.from_numpy(ones_val[idx]))
+    vals = np.concatenate([zv for _, _, zv in rounds] + [ones_val[idx]])
     del ones_val, upper
-    rows = torch.cat(rows_l)
-    cols = torch.cat(cols_l)
-    vals = torch.cat(vals_l).numpy()
-    keep = _top_t(vals, T, seed)
-    out = to_csr(torch.stack([rows[keep], cols[keep]]), n, symmetrize=True, backend=backend)
+    keep = _top_t_mask(vals, T, seed)
+    # each source's kept entries as a CSR (rows sorted); the sources are disjoint (a round
+    # excludes the true edges and earlier picks), so their union is the kept upper triangle U
+    kept, off = [], 0
+    for orp, zc, _ in rounds:
+        kept.append(_masked_csr(orp.numpy(), zc.numpy(), keep[off:off + zc.numel()], n))
+        off += zc.numel()
+    kept.append(_masked_csr(np.searchsorted(idx, rp), col[idx], keep[off:], n))
+    U = kept[0]
+    for part in kept[1:]:
+        U = _csr_union(U, part, backend)
+    if n <= INT32_MAX and U.col.dtype != torch.int32:  # as to_csr would store it
+        U = CSR(U.rowptr, U.col.to(torch.int32), n)
+    # undirected output: row i = (U^T row i, all < i) then (U row i, all > i)
+    out = _csr_combine(graph_transpose(U, backend=backend), U, _COMBINE_MODE["lower"], backend)
     spent = Spent(
         mechanism="locallap", target="edges", eps=eps1_used + eps2_used, guarantee=_GUARANTEE,
         params={"eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "eps2_used": eps2_used,
@@ -752,34 +837,47 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
 
 def _csr_union(a: CSR, b: CSR, backend: str | None = None) -> CSR:
     """Row-wise union of two CSRs with sorted rows (O(|A| + |B| + n))."""
+    return _csr_combine(a, b, _COMBINE_MODE["or"], backend)
+
+
+def _csr_combine(a: CSR, b: CSR, mode: int, backend: str | None = None) -> CSR:
+    """Row-wise combination of two CSRs with sorted rows (``csr_combine`` modes; count, fill)."""
     k = _backend.get("cpu", backend)
     n = a.num_nodes
     ca = a.col.contiguous().numpy()
     cb = b.col.to(a.col.dtype).contiguous().numpy()
     ra, rb = a.rowptr.contiguous().numpy(), b.rowptr.contiguous().numpy()
     orp = torch.empty(n + 1, dtype=torch.int64)
-    k.csr_combine(ra, ca, rb, cb, 0, orp.numpy(), np.empty(0, dtype=ca.dtype), False)
+    k.csr_combine(ra, ca, rb, cb, mode, orp.numpy(), np.empty(0, dtype=ca.dtype), False)
     np.cumsum(orp.numpy(), out=orp.numpy())
     oc = torch.empty(int(orp[n]), dtype=a.col.dtype)
-    k.csr_combine(ra, ca, rb, cb, 0, orp.numpy(), oc.numpy(), True)
+    k.csr_combine(ra, ca, rb, cb, mode, orp.numpy(), oc.numpy(), True)
     return CSR(orp, oc, n)
 
 
-def _top_t(vals: np.ndarray, T: int, seed: int) -> torch.Tensor:
-    """Indices of the T largest values; ties at the boundary broken uniformly at random.
+def _masked_csr(rowptr: np.ndarray, col: np.ndarray, mask: np.ndarray, n: int) -> CSR:
+    """The entries of a CSR (rowptr, col) where ``mask`` (aligned with col) is set."""
+    cs = np.zeros(mask.shape[0] + 1, dtype=np.int64)
+    np.cumsum(mask, out=cs[1:])
+    return CSR(torch.from_numpy(cs[rowptr]), torch.from_numpy(col[mask]), n)
+
+
+def _top_t_mask(vals: np.ndarray, T: int, seed: int) -> np.ndarray:
+    """Mask of the T largest values; ties at the boundary broken uniformly at random.
 
     The tie-break uses NumPy's Philox keyed by (seed, a LocalLap tag), so it is the same for
-    every kernel backend.
+    every kernel backend: ``need`` of the tied positions (in index order) chosen without
+    replacement.
     """
     C = vals.shape[0]
     if T <= 0:
-        return torch.zeros(0, dtype=torch.int64)
+        return np.zeros(C, dtype=bool)
     if T >= C:
-        return torch.arange(C)
+        return np.ones(C, dtype=bool)
     vstar = np.partition(vals, C - T)[C - T]
-    above = np.flatnonzero(vals > vstar)
+    keep = vals > vstar
     ties = np.flatnonzero(vals == vstar)
-    need = T - above.shape[0]
+    need = T - int(np.count_nonzero(keep))
     rng = np.random.Generator(np.random.Philox(key=(int(seed) << 64) | 0x4C6F63616C4C6170))
-    pick = ties[np.sort(rng.choice(ties.shape[0], size=need, replace=False))]
-    return torch.from_numpy(np.concatenate([above, pick]))
+    keep[ties[np.sort(rng.choice(ties.shape[0], size=need, replace=False))]] = True
+    return keep

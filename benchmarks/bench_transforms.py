@@ -1,0 +1,281 @@
+"""Edge transforms end to end (issue 17, part 3): DPRR, RREdges and LocalLap from a PyG Data.
+
+    python benchmarks/bench_transforms.py [--nodes 1000000] [--edges 10000000] [--threads 2]
+        [--repeat 3] [--eps 1.0] [--rr-eps 11.0] [--out results]
+
+Graph (built once, public seed 0): ``ei = torch.randint(0, nodes, (2, edges))``, made undirected,
+deduplicated and self-loop free by ``ldpfast.graph.clean_edge_index`` (about 2 x edges directed
+entries, sorted by (source, target) as PyG's ``coalesce`` leaves them), and its CSR.
+
+Rows, all timed in one run, interleaved (A B C ..., A B C ...), median of ``--repeat``:
+
+* ``sampler`` -- the edge sampler alone on the CSR with DPRR's per-user probabilities of
+  this graph: the one-pass kernel (``one-pass``, also writing the edge_index: ``+ei``) and the
+  two-pass kernel it replaced (``two-pass``: count, then fill, every draw made twice);
+* ``mechanism`` -- ``ldpfast.mechanisms.edges.dprr`` / ``rr_edges`` / ``local_laplace`` on the
+  CSR (checks, degree noise, sampling; output as CSR);
+* ``transform`` from ``Data(edge_index=...)`` and from a ``Data`` holding only a CSR
+  (``data.csr``, as ``ldpfast.datasets.orkut_like`` stores graphs): the input fingerprint, the
+  CSR, the mechanism and the output ``edge_index`` (or ``csr``);
+* ``DPRR before`` -- the DPRR transform's steps as they ran before this change (fingerprint
+  then CSR, one after the other; ``to_csr`` + self-loop pass + ``edges_check_csr``; two-pass
+  sampler; ``torch.stack`` of the edge_index), checked bit for bit against the new transform.
+
+Throughput is in millions of *input* directed edges per second (the issue's unit); output
+sizes, peak RSS (``VmHWM`` reset before each call) and the 1-minute load average are
+reported beside it.  A stage breakdown of the DPRR transform (each stage timed alone) says
+where the time goes.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import ldpfast
+from benchmarks.harness import (
+    building,
+    load_average,
+    require_backend,
+    time_interleaved,
+    write_report,
+)
+from ldpfast.graph import CSR, clean_edge_index, to_csr
+from ldpfast.mechanisms import edges as E
+from ldpfast.privacy.report_once import fingerprint, input_seed
+from ldpfast.rng import Stream
+
+MIB = 2.0**20
+SECRET = 12345  # the transforms' secret seed: a benchmark constant, not a user's secret
+
+
+def nbytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+def csr_bytes(c: CSR) -> int:
+    return nbytes(c.rowptr, c.col)
+
+
+def build_graph(n: int, m: int):
+    t0 = building("bench_transforms", f"randint graph n={n}, {m} random pairs -> clean_edge_index")
+    g = torch.Generator().manual_seed(0)
+    ei = torch.randint(0, n, (2, m), generator=g)
+    ei = clean_edge_index(torch.cat([ei, ei.flip(0)], 1), n)
+    csr = to_csr(ei, n)
+    print(f"[bench_transforms] n={n}, {ei.size(1)} directed edges in {time.perf_counter() - t0:.1f} s", flush=True)
+    return ei, csr
+
+
+def data_ei(ei, n):
+    from torch_geometric.data import Data
+
+    return Data(edge_index=ei, num_nodes=n)
+
+
+def data_csr(csr):
+    from torch_geometric.data import Data
+
+    d = Data(num_nodes=csr.num_nodes)
+    d.csr = csr
+    d.__dict__["csr"] = csr  # how ldpfast.datasets stores CSR-only graphs
+    return d
+
+
+def dprr_probs(csr: CSR, eps: float, seed: int):
+    """DPRR's per-user (p_true, p_false) for this graph (as ldpfast.mechanisms.edges._dprr)."""
+    n = csr.num_nodes
+    eps1, eps2 = E.dprr_budget(eps, n)
+    g, t, s, _ = E._grid("eps1", eps1)
+    k = ldpfast._backend.get("cpu", "cpp")
+    noise = np.empty((n, 1), dtype=np.int64)
+    k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
+    d_star = csr.degrees().numpy().astype(np.float64) + g * noise[:, 0].astype(np.float64)
+    _, _, _, pt, pf = E._bit_probs(d_star, n, eps2)
+    return pt, pf
+
+
+def dprr_before(data, eps: float):
+    """The DPRR transform's work before issue 17 part 3, step by step (same output bits)."""
+    import copy
+
+    from ldpfast.privacy.budget import Ledger
+
+    seed = input_seed(SECRET, "DPRR", data)  # fingerprint first, alone
+    ei = data.edge_index
+    bool((ei[0] == ei[1]).any())  # the old self-loop pass
+    csr = to_csr(ei, int(data.num_nodes))  # counting sort + sort/unique
+    k = ldpfast._backend.get("cpu", "cpp")
+    assert k.edges_check_csr(csr.rowptr.numpy(), csr.col.numpy()) == 0
+    n = csr.num_nodes
+    eps1, eps2 = E.dprr_budget(eps, n)
+    g, t, s, _ = E._grid("eps1", eps1)
+    noise = np.empty((n, 1), dtype=np.int64)
+    k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
+    d_star = csr.degrees().numpy().astype(np.float64) + g * noise[:, 0].astype(np.float64)
+    _, _, _, pt, pf = E._bit_probs(d_star, n, eps2)
+    noisy = E._rr_sample_two_pass(csr, pt, pf, seed, backend="cpp")  # count + fill
+    row = torch.from_numpy(np.repeat(np.arange(n, dtype=np.int64), np.diff(noisy.rowptr.numpy())))
+    out = copy.copy(data)
+    out.edge_index = torch.stack([noisy.col.to(torch.int64), row])
+    out.ldp_ledger = Ledger(list(Ledger.of(data).entries))
+    return out
+
+
+def general_csr(ei, n, k):
+    c = to_csr(ei, n)
+    assert k.edges_check_csr(c.rowptr.numpy(), c.col.numpy()) == 0
+    return c
+
+
+def stages(ei, csr, eps, repeat):
+    """Each stage of the DPRR transform timed alone (median wall, s)."""
+    n = csr.num_nodes
+    d = data_ei(ei, n)
+    seed = input_seed(SECRET, "DPRR", d)
+    pt, pf = dprr_probs(csr, eps, seed)
+    k = ldpfast._backend.get("cpu", "cpp")
+    eps1, _ = E.dprr_budget(eps, n)
+    _, t, s, _ = E._grid("eps1", eps1)
+    noise = np.empty((n, 1), dtype=np.int64)
+    steps = {
+        "fingerprint (SHA-256 of the Data, 2 threads)": lambda: fingerprint(d),
+        "CSR from the sorted edge_index, checked (one pass)": lambda: E._sorted_csr(ei, n, "cpp"),
+        "CSR by to_csr + edges_check_csr (general path)": lambda: general_csr(ei, n, k),
+        "degree noise (n exact discrete Laplace draws)": lambda: k.fill_discrete_laplace(
+            noise, seed, int(Stream.DPRR_DEGREE), 0, t, s),
+        "sampler, one pass, CSR only": lambda: E._rr_sample(csr, pt, pf, seed, backend="cpp"),
+        "sampler, one pass, CSR + edge_index": lambda: E._rr_sample_ei(
+            csr, pt, pf, seed, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0), public=None, by_degree=True,
+            backend="cpp", layout=0),
+    }
+    out = []
+    for name, fn in steps.items():
+        fn()
+        ts = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        out.append({"case": "DPRR stage", "impl": name, "median_s": float(np.median(ts)), "min_s": min(ts),
+                    "loadavg_1m": load_average()[0]})
+        print(f"[bench_transforms] stage {name}: {out[-1]['median_s']:.3f} s", flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--edges", type=int, default=10_000_000, help="random pairs before symmetrising")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--eps", type=float, default=1.0, help="DPRR and LocalLap budget")
+    ap.add_argument("--rr-eps", type=float, default=11.0,
+                    help="RREdges budget (RR outputs ~n^2/(e^eps+1) false edges: 11 keeps it near |E| at n=1M)")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["rr", "locallap", "before", "stages"])
+    ap.add_argument("--out", default="results")
+    args = ap.parse_args(argv)
+    command = "python benchmarks/bench_transforms.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    require_backend("bench_transforms", "cpp")
+    from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
+
+    ldpfast.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    n = args.nodes
+    ei, csr = build_graph(n, args.edges)
+    E_in = ei.size(1)
+    in_bytes = {"edge_index": nbytes(ei), "csr": csr_bytes(csr)}
+
+    # same derived seed as the transform (input_seed of the Data with edge_index)
+    seed = input_seed(SECRET, "DPRR", data_ei(ei, n))
+    pt, pf = dprr_probs(csr, args.eps, seed)
+    max_rr = 10 * E_in + 10**8
+    info: dict[str, dict] = {}
+
+    def keep(name, out_ei=None, res=None):
+        info[name] = {"output_nnz": None if out_ei is None else int(out_ei.size(1)),
+                      "output_edge_index_mib": None if out_ei is None else nbytes(out_ei) / MIB,
+                      "output_csr_mib": None if res is None else csr_bytes(res) / MIB}
+
+    cases = {
+        "sampler one-pass": lambda: keep("sampler one-pass", res=E._rr_sample(csr, pt, pf, seed, backend="cpp")),
+        "sampler one-pass +ei": lambda: keep("sampler one-pass +ei", *E._rr_sample_ei(
+            csr, pt, pf, seed, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0), public=None, by_degree=True,
+            backend="cpp", layout=0)[::-1]),
+        "sampler two-pass": lambda: keep("sampler two-pass",
+                                         res=E._rr_sample_two_pass(csr, pt, pf, seed, backend="cpp")),
+        "DPRR mechanism(CSR)": lambda: keep("DPRR mechanism(CSR)", res=E.dprr(csr, args.eps, seed=seed).noisy),
+        "DPRR transform(Data edge_index)": lambda: keep(
+            "DPRR transform(Data edge_index)", DPRR(args.eps, seed=SECRET)(data_ei(ei, n)).edge_index),
+        "DPRR transform(Data csr)": lambda: keep(
+            "DPRR transform(Data csr)", res=DPRR(args.eps, seed=SECRET)(data_csr(csr)).csr),
+    }
+    if "before" not in args.skip:
+        cases["DPRR before (Data edge_index)"] = lambda: keep(
+            "DPRR before (Data edge_index)", dprr_before(data_ei(ei, n), args.eps).edge_index)
+    if "rr" not in args.skip:
+        cases["RREdges mechanism(CSR)"] = lambda: keep("RREdges mechanism(CSR)", res=E.rr_edges(
+            csr, args.rr_eps, seed=seed, max_output_edges=max_rr).noisy)
+        cases["RREdges transform(Data edge_index)"] = lambda: keep(
+            "RREdges transform(Data edge_index)",
+            RREdges(args.rr_eps, seed=SECRET, max_output_edges=max_rr)(data_ei(ei, n)).edge_index)
+        cases["RREdges transform(Data csr)"] = lambda: keep(
+            "RREdges transform(Data csr)",
+            res=RREdges(args.rr_eps, seed=SECRET, max_output_edges=max_rr)(data_csr(csr)).csr)
+    if "locallap" not in args.skip:
+        cases["LocalLap mechanism(CSR)"] = lambda: keep("LocalLap mechanism(CSR)",
+                                                        res=E.local_laplace(csr, args.eps, seed=seed).noisy)
+        cases["LocalLap transform(Data edge_index)"] = lambda: keep(
+            "LocalLap transform(Data edge_index)", LocalLap(args.eps, seed=SECRET)(data_ei(ei, n)).edge_index)
+        cases["LocalLap transform(Data csr)"] = lambda: keep(
+            "LocalLap transform(Data csr)", res=LocalLap(args.eps, seed=SECRET)(data_csr(csr)).csr)
+
+    # the baseline computes what the transform computes, bit for bit
+    if "before" not in args.skip:
+        a = dprr_before(data_ei(ei, n), args.eps).edge_index
+        b = DPRR(args.eps, seed=SECRET)(data_ei(ei, n)).edge_index
+        assert torch.equal(a, b), "DPRR before/after differ"
+        del a, b
+    gc.collect()
+
+    print(f"[bench_transforms] timing {len(cases)} cases, {args.repeat} interleaved rounds, "
+          f"load average {load_average()[0]:.2f}", flush=True)
+    timed = time_interleaved(cases, repeat=args.repeat, warmup=1)
+    rows = []
+    for name, m in timed.items():
+        row = {"case": name, "n": n, "input_nnz": E_in, "threads": args.threads, **info.get(name, {}), **m,
+               "M_input_edges_per_s": E_in / m["median_s"] / 1e6,
+               "M_input_edges_per_cpu_s": E_in / m["cpu_median_s"] / 1e6,
+               "added_rss_mib": m["peak_rss_mib"] - m["base_rss_mib"]}
+        rows.append(row)
+        print(f"[bench_transforms] {name}: {m['median_s']:.3f} s -> {row['M_input_edges_per_s']:.1f} M edges/s "
+              f"(cpu {m['cpu_median_s']:.2f} s, peak RSS {m['peak_rss_mib']:.0f} MiB, "
+              f"load {m['loadavg_1m']:.2f})", flush=True)
+    before = timed.get("DPRR before (Data edge_index)")
+    if before:
+        for r in rows:
+            if r["case"].startswith("DPRR transform(Data edge_index)"):
+                r["speedup_vs_before"] = before["median_s"] / r["median_s"]
+    two = timed["sampler two-pass"]["median_s"]
+    for r in rows:
+        if r["case"].startswith("sampler one-pass"):
+            r["speedup_vs_two_pass"] = two / r["median_s"]
+    if "stages" not in args.skip:
+        rows += stages(ei, csr, args.eps, args.repeat)
+    rows.append({"case": "input", "impl": "bytes", "edge_index_mib": in_bytes["edge_index"] / MIB,
+                 "csr_mib": in_bytes["csr"] / MIB, "loadavg_1_5_15m": os.getloadavg()})
+    write_report("bench_transforms", rows, args.out, command=command)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())
