@@ -30,6 +30,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>  // RawBuf maps its pages directly
+#endif
+
 #include "../common/rng.h"
 #include "buffers.h"
 #include "parallel.h"
@@ -252,8 +256,12 @@ static void edges_rr_fill(py::array rowptr, py::array col, uint64_t seed, uint32
 // count and any block cut.  Scratch: the block buffers (the size of the output columns, freed
 // block by block while writing) and O(max degree + row output) per thread.
 
+// Growable, uninitialised buffer (std::vector::resize would zero-fill).  On Linux its pages are
+// mapped directly (grown by mremap, no copy) and unmapped on release, so the memory of a block
+// leaves the process as soon as it is written out: the peak is input + output + the blocks in
+// flight, not + all buffers (a malloc arena would keep them resident).
 template <class T>
-struct RawBuf {  // growable and uninitialised (std::vector::resize would zero-fill)
+struct RawBuf {
     T* p = nullptr;
     int64_t size = 0, cap = 0;
     RawBuf() = default;
@@ -263,21 +271,37 @@ struct RawBuf {  // growable and uninitialised (std::vector::resize would zero-f
         o.p = nullptr;
         o.size = o.cap = 0;
     }
-    ~RawBuf() { std::free(p); }
+    ~RawBuf() { release(); }
     T* room(int64_t extra) {  // `extra` writable slots after the end
-        if (size + extra > cap) {
-            int64_t c = std::max<int64_t>(size + extra, cap + cap / 2 + 64);
-            T* q = static_cast<T*>(std::realloc(p, (size_t)c * sizeof(T)));
-            if (!q) throw std::bad_alloc();
-            p = q;
-            cap = c;
-        }
+        if (size + extra > cap) grow(std::max<int64_t>(size + extra, cap + cap / 2 + 64));
         return p + size;
     }
     void release() {
+        if (!p) return;
+#if defined(__linux__)
+        munmap(p, (size_t)cap * sizeof(T));
+#else
         std::free(p);
+#endif
         p = nullptr;
         size = cap = 0;
+    }
+
+  private:
+    void grow(int64_t c) {
+#if defined(__linux__)
+        const size_t page = 4096, bytes = ((size_t)c * sizeof(T) + page - 1) / page * page;
+        void* q = p ? mremap(p, (size_t)cap * sizeof(T), bytes, MREMAP_MAYMOVE)
+                    : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED) throw std::bad_alloc();
+        p = static_cast<T*>(q);
+        cap = (int64_t)(bytes / sizeof(T));
+#else
+        T* q = static_cast<T*>(std::realloc(p, (size_t)c * sizeof(T)));
+        if (!q) throw std::bad_alloc();
+        p = q;
+        cap = c;
+#endif
     }
 };
 
