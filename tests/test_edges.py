@@ -699,7 +699,7 @@ def test_one_pass_sampler_equals_two_pass(backend, threads):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_edge_sample_write_once_and_checks_rowptr(backend):
     k = ldpfast._backend.get("cpu", backend)
-    f = E._kernel(k, "edges_rr_sample")
+    f = k.edges_rr_sample
     csr = random_graph(200, 600, 32)
     n = csr.num_nodes
     args = (csr.rowptr.numpy(), csr.col.numpy(), 5, 7, 0, 8, 0, np.full(n, 0.5), np.full(n, 0.01),
@@ -740,7 +740,7 @@ def test_sorted_edge_index_gives_the_to_csr_graph_in_one_pass(backend):
             outs = []
             for kk in k:
                 rp, c = np.empty(301, dtype=np.int64), np.empty(bad.size(1), dtype=np.int32)
-                outs.append(E._kernel(kk, "edges_sorted_csr")(bad[0].contiguous().numpy(),
+                outs.append(kk.edges_sorted_csr(bad[0].contiguous().numpy(),
                                                               bad[1].contiguous().numpy(), 300, rp, c))
             assert outs[0] == outs[1]
 

@@ -771,32 +771,7 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
     return S;
 }
 
-// ---- server side: transpose, combine, checks --------------------------------------------------
-template <class C>
-static void transpose_t(int64_t n, const int64_t* rp, const C* col, int64_t* orp, C* oc) {
-    std::fill(orp, orp + n + 1, 0);
-    int64_t E = rp[n];
-    for (int64_t k = 0; k < E; ++k) orp[(int64_t)col[k] + 1]++;
-    for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
-    std::vector<int64_t> fill(orp, orp + n);
-    for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = rp[i]; k < rp[i + 1]; ++k) oc[fill[(int64_t)col[k]]++] = (C)i;
-}
-
-// CSR transpose in O(|E| + n); rows of the result are sorted (sources visited in order).
-static void csr_transpose(py::array rowptr, py::array col, py::array out_rowptr, py::array out_col) {
-    int64_t n = rowptr.size() - 1;
-    check_size(out_rowptr, n + 1, "out_rowptr");
-    check_size(out_col, col.size(), "out_col");
-    const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
-    int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
-    with_index(col, "col", [&](auto c) {
-        auto* oc = like_index<index_t<decltype(c)>>(out_col, "out_col");
-        py::gil_scoped_release nogil;
-        transpose_t(n, rp, c, orp, oc);
-    });
-}
-
+// ---- server side: combine, checks ------------------------------------------------------------
 // Row i of the combination of A and B (both sorted rows): mode 0 union, 1 intersection,
 // 2 (A_i below i) then (B_i above i), 3 (B_i below i) then (A_i above i).  w == nullptr counts.
 template <class C>
@@ -1007,7 +982,6 @@ void register_edges(py::module_& m) {
     m.def("csr_to_edge_index", &csr_to_edge_index, "(2, nnz) int64 edge_index of a CSR: layout 0 (col, row), 1 (row, col)");
     m.def("locallap_edge_values", &locallap_edge_values, "LocalLap: noisy values of upper-triangular edges");
     m.def("locallap_zero", &locallap_zero, "LocalLap: zero-entry candidates above a threshold (count / fill)");
-    m.def("csr_transpose", &csr_transpose, "CSR transpose, O(|E| + n), sorted rows");
     m.def("csr_combine", &csr_combine, "Row-wise union / intersection / lower / upper of two CSRs (count / fill)");
     m.def("edges_check_csr", &edges_check_csr, "Flags: 1 range, 2 unsorted/duplicate, 4 self loop, 8 asymmetric");
     m.def("edges_sorted_csr", &edges_sorted_csr,

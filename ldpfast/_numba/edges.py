@@ -338,28 +338,6 @@ def locallap_zero_sample(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out
 
 # --- server side ----------------------------------------------------------------------------
 @jit
-def _transpose(rowptr, col, orp, oc):
-    n = rowptr.shape[0] - 1
-    orp[:] = 0
-    for k in range(rowptr[n]):
-        orp[col[k] + 1] += 1
-    for i in range(n):
-        orp[i + 1] += orp[i]
-    fill = orp[:n].copy()
-    for i in range(n):
-        for k in range(rowptr[i], rowptr[i + 1]):
-            j = col[k]
-            oc[fill[j]] = i
-            fill[j] += 1
-
-
-def csr_transpose(rowptr, col, out_rowptr, out_col):
-    if out_rowptr.shape[0] != rowptr.shape[0] or out_col.shape[0] != col.shape[0]:
-        raise ValueError("out_rowptr / out_col: wrong size")
-    _transpose(rowptr, col, out_rowptr, out_col)
-
-
-@jit
 def _combine_row(i, a, a0, la, b, b0, lb, mode, oc, w0, fill):
     cnt = np.int64(0)
     x = np.int64(0)

@@ -5,12 +5,15 @@ import numba
 
 from .edges import (  # noqa: F401
     csr_combine,
-    csr_transpose,
+    csr_to_edge_index,
     edges_check_csr,
     edges_rr_count,
     edges_rr_fill,
+    edges_rr_sample,
+    edges_sorted_csr,
     locallap_edge_values,
     locallap_zero,
+    locallap_zero_sample,
 )
 from .features import (  # noqa: F401
     check_categorical,

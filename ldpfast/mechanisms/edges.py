@@ -170,26 +170,11 @@ class EdgeLDPResult:
         return self._edge_index
 
 
-def _kernel(k, name: str):
-    """``k.name``.  On the Numba backend, kernels newer than ``ldpfast/_numba/kernels.py``'s
-    import list come from their twins in ``ldpfast._numba.edges`` (same names, same bits)."""
-    f = getattr(k, name, None)
-    if f is None and k.__name__ == "ldpfast._numba.kernels":
-        from .._numba import edges as twins
-
-        f = getattr(twins, name)
-    if f is None:
-        raise AttributeError(f"{k.__name__} has no kernel {name!r}: the compiled extension is older than "
-                             "the Python package; rebuild it (pip install -e ., or python setup.py "
-                             "build_ext --inplace)")
-    return f
-
-
 def _edge_index_of(g: CSR, layout: int, backend: str | None = None) -> torch.Tensor:
     """(2, nnz) int64 edge_index of ``g`` in one pass: layout 0 = (col, row), 1 = (row, col)."""
     ei = torch.empty((2, g.nnz), dtype=torch.int64)
     k = _backend.get("cpu", backend)
-    _kernel(k, "csr_to_edge_index")(g.rowptr.contiguous().numpy(), g.col.contiguous().numpy(), ei.numpy(), layout)
+    k.csr_to_edge_index(g.rowptr.contiguous().numpy(), g.col.contiguous().numpy(), ei.numpy(), layout)
     return ei
 
 
@@ -251,7 +236,7 @@ def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
     rowptr = torch.empty(n + 1, dtype=torch.int64)
     col = torch.empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
     k = _backend.get("cpu", backend)
-    flags = _kernel(k, "edges_sorted_csr")(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
+    flags = k.edges_sorted_csr(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
                                            rowptr.numpy(), col.numpy())
     return CSR(rowptr, col, n) if flags == 0 else None
 
@@ -369,7 +354,7 @@ def _rr_sample_ei(csr: CSR, p_true, p_false, seed: int, *, streams, public, by_d
     k = _backend.get("cpu", backend)
     rp, col, pt, pf, pub, (st_t, c_t, st_f, c_f) = _rr_args(csr, p_true, p_false, public, streams)
     orp = torch.empty(n + 1, dtype=torch.int64)
-    sample = _kernel(k, "edges_rr_sample")(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp.numpy(),
+    sample = k.edges_rr_sample(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp.numpy(),
                                            bool(by_degree))
     ocol = torch.empty(sample.nnz, dtype=csr.col.dtype)
     ei = None if layout is None else torch.empty((2, sample.nnz), dtype=torch.int64)
@@ -398,7 +383,7 @@ def _rr_sample_two_pass(csr: CSR, p_true, p_false, seed: int, *, streams=(Stream
 # --------------------------------------------------------------------------------------------
 def transpose(csr: CSR, backend: str | None = None) -> CSR:
     """``A^T`` of a CSR in O(|E| + n) (rows sorted; the parallel counting sort of
-    :func:`ldpfast.graph.transpose`, which gives the same CSR as the serial ``csr_transpose``)."""
+    :func:`ldpfast.graph.transpose`)."""
     return graph_transpose(CSR(csr.rowptr, csr.col, csr.num_nodes), backend=backend)
 
 
@@ -790,7 +775,7 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
             pi = min(1.0, (_tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
         orp = torch.empty(n + 1, dtype=torch.int64)
         erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
-        sample = _kernel(k, "locallap_zero_sample")(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy())
+        sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy())
         zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
         zv = np.empty(sample.nnz, dtype=np.int64)
         sample.write(zc.numpy(), zv, np.empty(0, dtype=np.int64), 0)
