@@ -12,6 +12,9 @@ All implementations compute the same K-step mean aggregation without self loops;
 are checked to agree at K = 1 before timing (after many steps float32 results of different
 summation orders drift apart by up to ~1e-3 on hubs of degree 10^4, for every library).  Baselines:
 * torch.sparse.mm with a CSR tensor holding the row-normalised adjacency (values 1/deg),
+  float32 (torch's CPU sparse.mm has no bfloat16: "not implemented for 'BFloat16'");
+  the row "ldpfast bf16 storage" is ``KProp(storage=torch.bfloat16)``: x cast to bfloat16,
+  K steps with float32 sums, the result cast back (both casts timed),
 * PyG SimpleConv(aggr="mean") (scatter-based message passing), K times,
 * torch_sparse.matmul with a SparseTensor, when torch_sparse is installed,
 * torch_scatter.scatter(reduce="mean") over the gathered rows, when torch_scatter is
@@ -279,8 +282,13 @@ def main(argv=None):
         if k == a.ks[0]:  # same function: K=1 agrees to float32 rounding
             h1, r1 = ops.propagate(csr, x, 1, "mean", csr_t=csr), torch.sparse.mm(A, x)
             torch.testing.assert_close(h1, r1, rtol=1e-4, atol=1e-5)
-            del h1, r1
-        impls = {"ldpfast": ours, "torch.sparse.mm(csr)": spmm}
+            h16 = ops.propagate(csr, x.bfloat16(), 1, "mean", csr_t=csr).float()
+            torch.testing.assert_close(h16, r1, rtol=1e-2, atol=1e-2)  # bf16: 8-bit mantissa
+            del h1, r1, h16
+        def ours_bf16(k=k):  # KProp(storage=torch.bfloat16): casts in and out included
+            return ops.propagate(csr, x.bfloat16(), k, "mean", csr_t=csr).float()
+
+        impls = {"ldpfast": ours, "ldpfast bf16 storage": ours_bf16, "torch.sparse.mm(csr)": spmm}
         if ei is not None:
             from torch_geometric.nn import SimpleConv
 

@@ -54,7 +54,9 @@ KERNELS = {
             "fill_discrete_laplace"),
     "propagate": ("spmm_f32_i32", "spmm_f64_i32", "spmm_f32_i64", "spmm_f64_i64",
                   "spmm_chunks_f32_i32", "spmm_chunks_f64_i32", "spmm_chunks_f32_i64",
-                  "spmm_chunks_f64_i64", "spmm_combine_f32", "spmm_combine_f64"),
+                  "spmm_chunks_f64_i64", "spmm_combine_f32", "spmm_combine_f64",
+                  "spmm_bf16_i32", "spmm_bf16_i64", "spmm_chunks_bf16_i32", "spmm_chunks_bf16_i64",
+                  "spmm_combine_bf16"),
     "sampling": ("heter_central", "heter_nodes_i32", "heter_nodes_i64", "heter_edges_i32",
                  "heter_edges_i64"),
     "features": ("grr_i32", "grr_i64", "grr_fs_flags", "grr_fs_i32", "grr_fs_i64",
@@ -279,11 +281,12 @@ def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None, *, chunk: int = SP
         raise ValueError(f"rowptr, a, b: expected {n + 1}, {n}, {n} elements (x has {n} rows)")
     if chunk < 1:
         raise ValueError("chunk: expected >= 1")
-    fdt = {torch.float32: "f32", torch.float64: "f64"}[x.dtype]
+    fdt = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}[x.dtype]
     idt = {torch.int32: "i32", torch.int64: "i64"}[col.dtype]
+    sdt = torch.float32 if x.dtype == torch.bfloat16 else x.dtype  # bf16 storage, float maths
     for t, nm in ((a, "a"), (b, "b")) + (() if val is None else ((val, "val"),)):
-        if t.dtype != x.dtype:
-            raise ValueError(f"{nm}: dtype {t.dtype} differs from x ({x.dtype})")
+        if t.dtype != sdt:
+            raise ValueError(f"{nm}: dtype {t.dtype}, expected {sdt} for x of dtype {x.dtype}")
     pv = NULL if val is None else _ptr(val)
     if plan is None:
         plan = spmm_plan(rowptr, chunk)
@@ -295,7 +298,7 @@ def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None, *, chunk: int = SP
         return
     long_row, long_first, chunk_row, chunk_k0 = plan
     nchunks, nlong = chunk_row.numel(), long_row.numel()
-    partial = torch.empty(nchunks, d, dtype=x.dtype, device=x.device)
+    partial = torch.empty(nchunks, d, dtype=sdt, device=x.device)
     _launch("propagate", f"spmm_chunks_{fdt}_{idt}", nchunks * 32,
             (_ptr(rowptr), _ptr(col), pv, _ptr(b), _ptr(x), _ptr(chunk_row), _ptr(chunk_k0),
              _ptr(partial), np.int64(nchunks), np.int64(d), np.int64(chunk)), x.device)

@@ -66,6 +66,18 @@ def _np(t):
     return None if t is None else t.numpy()
 
 
+def _storage_np(t):
+    """x / y for the C++ and Numba kernels: bfloat16 travels as its bits (int16; NumPy has no
+    bfloat16)."""
+    return t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def arith_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the sums run in (and a, b, edge values are given in) for x of ``dtype``:
+    bfloat16 storage is added up in float32."""
+    return torch.float32 if dtype == torch.bfloat16 else dtype
+
+
 def _step(csr: CSR, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, self_loop: bool,
           backend: str | None, val: torch.Tensor | None = None, dev: str | None = None) -> torch.Tensor:
     x = x.contiguous()
@@ -77,8 +89,8 @@ def _step(csr: CSR, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, self_loop
         k.spmm_scaled(csr.rowptr, csr.col, a.contiguous(), b.contiguous(), x, y,
                       bool(self_loop), val)
         return y
-    k.spmm_scaled(csr.rowptr.numpy(), csr.col.numpy(), a.numpy(), b.numpy(), x.numpy(),
-                  y.numpy(), bool(self_loop), _np(val))
+    k.spmm_scaled(csr.rowptr.numpy(), csr.col.numpy(), a.numpy(), b.numpy(), _storage_np(x),
+                  _storage_np(y), bool(self_loop), _np(val))
     return y
 
 
@@ -86,7 +98,7 @@ def _values(csr: CSR, dtype: torch.dtype) -> torch.Tensor | None:
     """The CSR's weights in the dtype of x (None when unweighted)."""
     if csr.value is None:
         return None
-    return csr.value.to(dtype).contiguous()
+    return csr.value.to(arith_dtype(dtype)).contiguous()
 
 
 def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tensor | None,
@@ -117,7 +129,7 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
         a = ones if aggr == "add" else torch.where(deg > 0, deg.clamp(min=1e-300).rsqrt(), 0.0)
         for t in range(k):
             b = a if aggr == "gcn" else ones
-            scales.append((a.to(dtype), (b * m if t == 0 else b).to(dtype)))
+            scales.append((a.to(arith_dtype(dtype)), (b * m if t == 0 else b).to(arith_dtype(dtype))))
         return scales
     for _ in range(k):
         if bool((m == 1).all()):
@@ -126,7 +138,7 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
             # Unweighted count of the contributing neighbours (PyG's mean divides by it).
             cnt = _step(csr, ones, m, m[:, None], self_loops, backend, None, dev)[:, 0]
         a = torch.where(cnt > 0, 1.0 / cnt.clamp(min=1), 0.0)
-        scales.append((a.to(dtype), m.to(dtype)))
+        scales.append((a.to(arith_dtype(dtype)), m.to(arith_dtype(dtype))))
         m = (cnt > 0).to(torch.float64)  # who carries a value after this step
     return scales
 
@@ -153,15 +165,15 @@ class _Propagate(torch.autograd.Function):
 
 
 def check_x(x, name: str = "x") -> None:
-    """x: a 2-D float32/float64 tensor (CPU or CUDA)."""
+    """x: a 2-D float32/float64/bfloat16 tensor (CPU or CUDA)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
     if x.layout != torch.strided:
         raise TypeError(f"{name}: expected a dense tensor, got layout {x.layout}")
     if x.dim() != 2:
         raise ValueError(f"{name}: expected shape (num_nodes, d), got {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
+    if x.dtype not in (torch.float32, torch.float64, torch.bfloat16):
+        raise TypeError(f"{name}: expected float32, float64 or bfloat16, got {x.dtype}")
 
 
 def check_args(n: int, k, aggr, mask, x: torch.Tensor | None = None) -> int:
@@ -209,6 +221,9 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
     x : Tensor
         (n, d) float32 / float64 node values, CPU or CUDA (the adjacency and mask on the
         same device; CUDA runs ``ldpfast._cuda.spmm_scaled``, data stays on the device).
+        bfloat16 (opt-in, see :class:`ldpfast.nn.KProp` ``storage``): half the bytes
+        gathered; each step sums in float32 and rounds its output to bfloat16 once (exactly
+        the float32 step on the widened input, rounded), so K steps round K times.
     k : int
         Number of steps K >= 0 (K = 0 returns ``x`` masked).
     aggr : {"mean", "add", "gcn"}

@@ -468,6 +468,31 @@ def test_gpu_propagation_bit_identical_to_cpu(dtype, col_dtype, weighted, self_l
 
 
 @_apply(gpu)
+@pytest.mark.parametrize("col_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("hub", [0, 3000])
+def test_gpu_propagation_bf16_storage(col_dtype, weighted, hub):
+    # bf16 x / y, float32 maths: rows of at most SPMM_CHUNK entries give the C++ bits; a
+    # chunked hub row is the float32 chunked sum rounded once.
+    import ldpfast._C as C
+
+    rp, col, val, a, b, x = _spmm_case(torch.float32, col_dtype, weighted, hub=hub)
+    x16 = x.bfloat16()
+    y = torch.empty_like(x16)
+    C.spmm_scaled(rp.numpy(), col.numpy(), a.numpy(), b.numpy(), x16.view(torch.int16).numpy(),
+                  y.view(torch.int16).numpy(), True, None if val is None else val.numpy())
+    yc = torch.empty_like(x16, device="cuda")
+    _cuda.spmm_scaled(rp.cuda(), col.cuda(), a.cuda(), b.cuda(), x16.cuda(), yc, True,
+                      None if val is None else val.cuda())
+    short = (rp[1:] - rp[:-1]) <= _cuda.SPMM_CHUNK
+    assert torch.equal(yc.cpu()[short].view(torch.int16), y[short].view(torch.int16))
+    y32 = torch.empty_like(x, device="cuda")
+    _cuda.spmm_scaled(rp.cuda(), col.cuda(), a.cuda(), b.cuda(), x16.float().cuda(), y32, True,
+                      None if val is None else val.cuda())
+    assert torch.equal(yc.view(torch.int16), y32.bfloat16().view(torch.int16))
+
+
+@_apply(gpu)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("chunk", [3, 64, _cuda.SPMM_CHUNK])
 def test_gpu_propagation_long_rows_chunked_close_and_deterministic(dtype, chunk):

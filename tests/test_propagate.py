@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from ldpfast import ops
-from ldpfast.graph import to_csr
+from ldpfast.graph import CSR, to_csr
 from ldpfast.nn import KProp
 
 
@@ -149,3 +149,90 @@ def test_bench_propagate_cached_tiny(tmp_path):
     cpu = payload["environment"]["cpu"]
     assert cpu["logical_cores"] >= 1 and "model" in cpu
     assert len(payload["environment"]["loadavg_1_5_15m"]) == 3
+
+
+# --- bfloat16 storage (opt-in): float32 sums, one rounding per step --------------------------
+
+def _bf16_input(n, d=24, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g) * 3
+    x[0, 0], x[1, 1], x[2, 2] = float("nan"), float("inf"), 3.3e38  # NaN, inf, overflow on rounding
+    return x.bfloat16()
+
+
+def _bits(t):
+    """bf16 bits, NaNs as 0x7FC0: the kernels' canonical NaN (torch's own conversion is not
+    consistent about NaN bits: 0x7FC0 scalar, 0xFFFF vectorised), every other value exact."""
+    return torch.where(torch.isnan(t), torch.tensor(0x7FC0, dtype=torch.int16), t.view(torch.int16))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numba"])
+@pytest.mark.parametrize("aggr", ["mean", "add", "gcn"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_bf16_is_the_float32_step_rounded(backend, aggr, weighted, masked):
+    # The definition, independent of the kernel: a bf16 step equals the float32 step on the
+    # widened input, rounded to nearest-even by torch's own conversion.
+    ei = _graph(seed=3, symmetric=False)
+    n = ei.num_nodes
+    if weighted:
+        ei = CSR(ei.rowptr, ei.col, n, torch.rand(ei.nnz, generator=torch.Generator().manual_seed(5)))
+    x = _bf16_input(n)
+    mask = (torch.arange(n) % 3 != 0) if masked else None
+    y16 = ops.propagate(ei, x, 1, aggr, mask=mask, backend=backend)
+    y32 = ops.propagate(ei, x.float(), 1, aggr, mask=mask, backend=backend)
+    assert y16.dtype == torch.bfloat16
+    assert torch.equal(_bits(y16), _bits(y32.bfloat16()))
+
+
+def test_bf16_k_steps_round_each_step_and_backends_agree():
+    # (NaN bits of the kernels themselves are compared raw: both write 0x7FC0)
+    ei = _graph(seed=4)
+    n = ei.num_nodes
+    x = _bf16_input(n, seed=2)
+    y = ops.propagate(ei, x, 3, "gcn", backend="cpp")
+    ref = x
+    for _ in range(3):  # gcn without mask: every step has the same scales
+        ref = ops.propagate(ei, ref.float(), 1, "gcn", backend="cpp").bfloat16()
+    assert torch.equal(_bits(y), _bits(ref))
+    assert torch.equal(y.view(torch.int16), ops.propagate(ei, x, 3, "gcn", backend="numba").view(torch.int16))
+    assert bool(torch.isnan(y).any())  # the NaN input reached the output
+
+
+def test_bf16_backward_is_the_float32_backward_rounded():
+    ei = _graph(seed=6, symmetric=False)
+    n = ei.num_nodes
+    x16 = _bf16_input(n, seed=3)
+    x16[:3] = 0.5  # finite gradients
+    gy = torch.randn(n, 24, generator=torch.Generator().manual_seed(9)).bfloat16()
+    a = x16.clone().requires_grad_()
+    ops.propagate(ei, a, 1, "gcn").backward(gy)
+    b = x16.float().requires_grad_()
+    ops.propagate(ei, b, 1, "gcn").backward(gy.float())
+    assert a.grad.dtype == torch.bfloat16
+    assert torch.equal(_bits(a.grad), _bits(b.grad.bfloat16()))
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_kprop_bf16_storage(cached):
+    ei = _graph(seed=7)
+    n = ei.num_nodes
+    x = torch.randn(n, 16, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    layer = KProp(k=2, aggr="gcn", cached=cached, storage=torch.bfloat16)
+    y = layer(x, ei)
+    assert y.dtype == torch.float32
+    ref = KProp(k=2, aggr="gcn")(x, ei)
+    assert not torch.equal(y, ref)  # really rounded
+    torch.testing.assert_close(y, ref, rtol=2e-2, atol=2e-2)
+    y.sum().backward()
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all())
+    assert "storage=torch.bfloat16" in repr(layer)
+
+
+def test_bf16_bad_input():
+    ei = _graph()
+    n = ei.num_nodes
+    with pytest.raises(ValueError, match="storage"):
+        KProp(storage=torch.float16)
+    with pytest.raises(TypeError, match="bfloat16"):
+        ops.propagate(ei, torch.ones(n, 2, dtype=torch.float16), 1)

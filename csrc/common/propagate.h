@@ -16,11 +16,50 @@
 // their flush-to-zero forms (subnormals read and written as 0).  add / mul / is_zero / is_one
 // below use the IEEE forms on the device (inline PTX without .ftz; .rn also forbids FMA
 // contraction), so float32 results keep subnormals exactly as the C++ build does.
+//
+// Storage type S of x and y: T itself, or bf16 (S = Bf16, T = float, opt-in: half the bytes
+// gathered, and propagation is memory bound).  A bf16 value widens to float exactly (a
+// shift), the sums run in float as above, and each output element is rounded once to the
+// nearest bf16 (ties to even; NaN -> 0x7FC0, as torch's BFloat16): so the bf16 result is
+// exactly the float kernel's result on the widened x, rounded.
 #pragma once
 #include "philox.h"
 
 namespace ldp {
+
+struct Bf16 {
+    unsigned short bits;  // (NVRTC has no <cstdint>: philox.h typedefs only the 32/64-bit types)
+};
+
 namespace prop {
+
+LDP_HD double load(double v) { return v; }
+LDP_HD float load(float v) { return v; }
+LDP_HD float load(Bf16 v) {
+    const uint32_t u = (uint32_t)v.bits << 16;
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+LDP_HD void store(double v, double* out) { *out = v; }
+LDP_HD void store(float v, float* out) { *out = v; }
+LDP_HD void store(float v, Bf16* out) {
+#if defined(__CUDA_ARCH__)
+    const uint32_t u = __float_as_uint(v);
+#else
+    uint32_t u;
+    __builtin_memcpy(&u, &v, 4);
+#endif
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        out->bits = 0x7fc0u;
+    } else {
+        out->bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
 
 LDP_HD double add(double a, double b) { return a + b; }
 LDP_HD double mul(double a, double b) { return a * b; }
@@ -63,43 +102,43 @@ LDP_HD bool is_one(float v) {
 
 // acc[0..W) = the self-loop term of features [f0, f0 + W) of row i (0 without self loop).
 // UNIT_B: b is all ones (1 * x == x exactly, so it only saves the load).
-template <int W, bool UNIT_B, class T>
-LDP_HD void self_term(T* acc, int64_t i, int64_t f0, int64_t d, const T* bs, const T* x, bool self_loop) {
+template <int W, bool UNIT_B, class T, class S>
+LDP_HD void self_term(T* acc, int64_t i, int64_t f0, int64_t d, const T* bs, const S* x, bool self_loop) {
     for (int t = 0; t < W; ++t) acc[t] = T(0);
     if (self_loop && (UNIT_B || !is_zero(bs[i]))) {
         const T w = UNIT_B ? T(1) : bs[i];
-        const T* xi = x + i * d + f0;
-        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, xi[t]));
+        const S* xi = x + i * d + f0;
+        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, load(xi[t])));
     }
 }
 
 // acc[0..W) += the entries k in [k0, k1) of features [f0, f0 + W), in order.  hint(k) is
 // called before entry k is read (the C++ launcher prefetches upcoming rows of x there).
-template <int W, bool UNIT_B, bool VAL, class T, class C, class Hint>
+template <int W, bool UNIT_B, bool VAL, class T, class S, class C, class Hint>
 LDP_HD void accumulate(T* acc, int64_t k0, int64_t k1, int64_t f0, int64_t d, const C* col, const T* val,
-                       const T* bs, const T* x, Hint hint) {
+                       const T* bs, const S* x, Hint hint) {
     for (int64_t k = k0; k < k1; ++k) {
         hint(k);
         const int64_t j = (int64_t)col[k];
-        const T* xj = x + j * d + f0;
+        const S* xj = x + j * d + f0;
         if (!VAL && UNIT_B) {
-            for (int t = 0; t < W; ++t) acc[t] = add(acc[t], xj[t]);
+            for (int t = 0; t < W; ++t) acc[t] = add(acc[t], load(xj[t]));
             continue;
         }
         // val[k] * 1 == val[k] exactly, so UNIT_B changes nothing but the load.
         const T w = VAL ? (UNIT_B ? val[k] : mul(val[k], bs[j])) : bs[j];
         if (is_zero(w)) continue;
-        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, xj[t]));
+        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, load(xj[t])));
     }
 }
 
-// y[i, f0 .. f0 + W) = acc * s (s == 1: acc itself).
-template <int W, class T>
-LDP_HD void finish(const T* acc, T s, T* yi) {
+// y[i, f0 .. f0 + W) = acc * s (s == 1: acc itself), stored as S.
+template <int W, class T, class S>
+LDP_HD void finish(const T* acc, T s, S* yi) {
     if (!is_one(s))
-        for (int t = 0; t < W; ++t) yi[t] = mul(acc[t], s);
+        for (int t = 0; t < W; ++t) store(mul(acc[t], s), yi + t);
     else
-        for (int t = 0; t < W; ++t) yi[t] = acc[t];
+        for (int t = 0; t < W; ++t) store(acc[t], yi + t);
 }
 
 }  // namespace prop

@@ -9,6 +9,7 @@
 // on A^T with a and b swapped.  Row-parallel over CSR; each output row is written by one
 // thread in a fixed order, so results are identical for any thread count.
 #include <algorithm>
+#include <type_traits>
 
 #include "../common/propagate.h"
 #include "buffers.h"
@@ -24,13 +25,13 @@ namespace ldp {
 // (and matches the Numba twin bit for bit).  UNIT_B skips the b[j] load (one more random
 // access per edge) when b is all ones, as for mean / add without mask.  VAL reads the
 // per-edge value (weighted adjacency); the unweighted path is unchanged.
-template <int W, bool UNIT_B, bool VAL, class T, class C>
+template <int W, bool UNIT_B, bool VAL, class T, class S, class C>
 static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* __restrict__ rp,
                               const C* __restrict__ col, const T* __restrict__ val, const T* __restrict__ a,
-                              const T* __restrict__ bs, const T* __restrict__ x, T* __restrict__ y,
+                              const T* __restrict__ bs, const S* __restrict__ x, S* __restrict__ y,
                               bool self_loop) {
     constexpr int64_t PF = 8;  // neighbours ahead
-    constexpr int LINES = (int)((W * sizeof(T) + 63) / 64);
+    constexpr int LINES = (int)((W * sizeof(S) + 63) / 64);
     T acc[W];
     prop::self_term<W, UNIT_B>(acc, i, f0, d, bs, x, self_loop);
     const int64_t k1 = rp[i + 1];
@@ -45,27 +46,29 @@ static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* _
 
 // Rows [b, e): each row's features are covered by the widest compile-time blocks that fit
 // (64 floats / 32 doubles = 8 AVX2 registers, then halving down to 1).
-template <bool UNIT_B, bool VAL, class T, class C>
+template <bool UNIT_B, bool VAL, class T, class S, class C>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void spmm_rows(int64_t b, int64_t e, const int64_t* __restrict__ rp, const C* __restrict__ col,
-                      const T* __restrict__ val, const T* __restrict__ a, const T* __restrict__ bs, const T* __restrict__ x,
-                      T* __restrict__ y, int64_t d, bool self_loop) {
+                      const T* __restrict__ val, const T* __restrict__ a, const T* __restrict__ bs, const S* __restrict__ x,
+                      S* __restrict__ y, int64_t d, bool self_loop) {
     constexpr int WMAX = 256 / (int)sizeof(T);
     for (int64_t i = b; i < e; ++i) {
         int64_t f0 = 0;
-        for (; f0 + WMAX <= d; f0 += WMAX) spmm_block<WMAX, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop);
-        if (f0 + 32 <= d && WMAX > 32) { spmm_block<32, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 32; }
-        if (f0 + 16 <= d) { spmm_block<16, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 16; }
-        if (f0 + 8 <= d) { spmm_block<8, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 8; }
-        if (f0 + 4 <= d) { spmm_block<4, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 4; }
-        if (f0 + 2 <= d) { spmm_block<2, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 2; }
-        if (f0 + 1 <= d) spmm_block<1, UNIT_B, VAL>(i, f0, d, rp, col, val, a, bs, x, y, self_loop);
+        for (; f0 + WMAX <= d; f0 += WMAX) spmm_block<WMAX, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop);
+        if (f0 + 32 <= d && WMAX > 32) { spmm_block<32, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 32; }
+        if (f0 + 16 <= d) { spmm_block<16, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 16; }
+        if (f0 + 8 <= d) { spmm_block<8, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 8; }
+        if (f0 + 4 <= d) { spmm_block<4, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 4; }
+        if (f0 + 2 <= d) { spmm_block<2, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop); f0 += 2; }
+        if (f0 + 1 <= d) spmm_block<1, UNIT_B, VAL, T, S>(i, f0, d, rp, col, val, a, bs, x, y, self_loop);
     }
 }
 
-template <class T, class C>
+// T: the arithmetic (and a, b, val) type; S: the storage of x and y (T, or Bf16 with T = float:
+// x and y arrive as 16-bit integer arrays holding bf16 bits).
+template <class T, class S, class C>
 static void spmm_t(py::array& rowptr, const C* c, py::object& val, py::array& a, py::array& bs, py::array& x,
                    py::array& y, bool self_loop) {
     int64_t n = rowptr.size() - 1;
@@ -85,17 +88,24 @@ static void spmm_t(py::array& rowptr, const C* c, py::object& val, py::array& a,
     }
     const T* pa = cdata_ptr<T>(a, "a");
     const T* pb = cdata_ptr<T>(bs, "b");
-    const T* px = cdata_ptr<T>(x, "x");
-    T* py_ = data_ptr<T>(y, "y", true);
+    const S* px;
+    S* py_;
+    if constexpr (std::is_same_v<S, T>) {
+        px = cdata_ptr<T>(x, "x");
+        py_ = data_ptr<T>(y, "y", true);
+    } else {
+        px = reinterpret_cast<const S*>(cdata_ptr<int16_t>(x, "x"));
+        py_ = reinterpret_cast<S*>(data_ptr<int16_t>(y, "y", true));
+    }
     py::gil_scoped_release nogil;
     const bool unit_b = std::all_of(pb, pb + n, [](T v) { return v == T(1); });
     parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) {
         if (pv) {
-            if (unit_b) spmm_rows<true, true, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
-            else spmm_rows<false, true, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+            if (unit_b) spmm_rows<true, true, T, S, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+            else spmm_rows<false, true, T, S, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
         } else {
-            if (unit_b) spmm_rows<true, false, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
-            else spmm_rows<false, false, T, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+            if (unit_b) spmm_rows<true, false, T, S, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
+            else spmm_rows<false, false, T, S, C>(b, e, rp, c, pv, pa, pb, px, py_, d, self_loop);
         }
     });
 }
@@ -104,14 +114,15 @@ static void spmm_scaled(py::array rowptr, py::array col, py::array a, py::array 
                         bool self_loop, py::object val) {
     with_index(col, "col", [&](auto c) {
         using C = index_t<decltype(c)>;
-        if (py::isinstance<carray<float>>(x)) spmm_t<float, C>(rowptr, c, val, a, b, x, y, self_loop);
-        else if (py::isinstance<carray<double>>(x)) spmm_t<double, C>(rowptr, c, val, a, b, x, y, self_loop);
-        else throw std::invalid_argument("x: expected float32 or float64");
+        if (py::isinstance<carray<float>>(x)) spmm_t<float, float, C>(rowptr, c, val, a, b, x, y, self_loop);
+        else if (py::isinstance<carray<double>>(x)) spmm_t<double, double, C>(rowptr, c, val, a, b, x, y, self_loop);
+        else if (py::isinstance<carray<int16_t>>(x)) spmm_t<float, Bf16, C>(rowptr, c, val, a, b, x, y, self_loop);
+        else throw std::invalid_argument("x: expected float32, float64 or int16 (bfloat16 bits)");
     });
 }
 
 void register_propagate(py::module_& m) {
-    m.def("spmm_scaled", &spmm_scaled, "y = diag(a) (A [+I]) diag(b) x over CSR (float32/float64), A weighted by val",
+    m.def("spmm_scaled", &spmm_scaled, "y = diag(a) (A [+I]) diag(b) x over CSR (float32/float64, or bf16 bits as int16 with float32 a, b, val), A weighted by val",
           py::arg("rowptr"), py::arg("col"), py::arg("a"), py::arg("b"), py::arg("x"), py::arg("y"),
           py::arg("self_loop"), py::arg("val") = py::none());
 }

@@ -19,8 +19,9 @@ using namespace ldp;
 __device__ __forceinline__ int64_t warp_index() { return ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; }
 __device__ __forceinline__ int lane_index() { return (int)(threadIdx.x & 31); }
 
-template <class T, class C>
-__device__ void spmm_k(const int64_t* rp, const C* col, const T* val, const T* a, const T* b, const T* x, T* y,
+// T: arithmetic (a, b, val, partials); S: storage of x and y (T, or Bf16 with T = float).
+template <class T, class S, class C>
+__device__ void spmm_k(const int64_t* rp, const C* col, const T* val, const T* a, const T* b, const S* x, S* y,
                        int64_t n, int64_t d, int self_loop, int64_t chunk) {
     const int64_t i = warp_index();
     if (i >= n) return;
@@ -36,8 +37,8 @@ __device__ void spmm_k(const int64_t* rp, const C* col, const T* val, const T* a
     }
 }
 
-template <class T, class C>
-__device__ void spmm_chunks_k(const int64_t* rp, const C* col, const T* val, const T* b, const T* x,
+template <class T, class S, class C>
+__device__ void spmm_chunks_k(const int64_t* rp, const C* col, const T* val, const T* b, const S* x,
                               const int64_t* chunk_row, const int64_t* chunk_k0, T* partial, int64_t nchunks,
                               int64_t d, int64_t chunk) {
     const int64_t q = warp_index();
@@ -53,9 +54,9 @@ __device__ void spmm_chunks_k(const int64_t* rp, const C* col, const T* val, con
     }
 }
 
-template <class T>
+template <class T, class S>
 __device__ void spmm_combine_k(const int64_t* long_row, const int64_t* long_first, const T* partial, const T* a,
-                               const T* b, const T* x, T* y, int64_t nlong, int64_t d, int self_loop) {
+                               const T* b, const S* x, S* y, int64_t nlong, int64_t d, int self_loop) {
     const int64_t r = warp_index();
     if (r >= nlong) return;
     const int64_t i = long_row[r];
@@ -121,5 +122,34 @@ extern "C" __global__ void spmm_combine_f32(const int64_t* long_row, const int64
 extern "C" __global__ void spmm_combine_f64(const int64_t* long_row, const int64_t* long_first,
                                             const double* partial, const double* a, const double* b,
                                             const double* x, double* y, int64_t nlong, int64_t d, int self_loop) {
+    spmm_combine_k(long_row, long_first, partial, a, b, x, y, nlong, d, self_loop);
+}
+
+// bfloat16 storage (x, y as bf16 bits; a, b, val and the partials float32).
+extern "C" __global__ void spmm_bf16_i32(const int64_t* rp, const int32_t* col, const float* val, const float* a,
+                                         const float* b, const Bf16* x, Bf16* y, int64_t n, int64_t d,
+                                         int self_loop, int64_t chunk) {
+    spmm_k(rp, col, val, a, b, x, y, n, d, self_loop, chunk);
+}
+extern "C" __global__ void spmm_bf16_i64(const int64_t* rp, const int64_t* col, const float* val, const float* a,
+                                         const float* b, const Bf16* x, Bf16* y, int64_t n, int64_t d,
+                                         int self_loop, int64_t chunk) {
+    spmm_k(rp, col, val, a, b, x, y, n, d, self_loop, chunk);
+}
+extern "C" __global__ void spmm_chunks_bf16_i32(const int64_t* rp, const int32_t* col, const float* val,
+                                                const float* b, const Bf16* x, const int64_t* chunk_row,
+                                                const int64_t* chunk_k0, float* partial, int64_t nchunks, int64_t d,
+                                                int64_t chunk) {
+    spmm_chunks_k(rp, col, val, b, x, chunk_row, chunk_k0, partial, nchunks, d, chunk);
+}
+extern "C" __global__ void spmm_chunks_bf16_i64(const int64_t* rp, const int64_t* col, const float* val,
+                                                const float* b, const Bf16* x, const int64_t* chunk_row,
+                                                const int64_t* chunk_k0, float* partial, int64_t nchunks, int64_t d,
+                                                int64_t chunk) {
+    spmm_chunks_k(rp, col, val, b, x, chunk_row, chunk_k0, partial, nchunks, d, chunk);
+}
+extern "C" __global__ void spmm_combine_bf16(const int64_t* long_row, const int64_t* long_first, const float* partial,
+                                             const float* a, const float* b, const Bf16* x, Bf16* y, int64_t nlong,
+                                             int64_t d, int self_loop) {
     spmm_combine_k(long_row, long_first, partial, a, b, x, y, nlong, d, self_loop);
 }

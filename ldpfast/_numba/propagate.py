@@ -2,6 +2,10 @@
 
 With ``val`` (weighted adjacency) the per-edge factor is ``val[k] * b[j]``, skipped when
 zero, in the same order as the C++ kernel, so both give the same bits.
+
+bfloat16 storage (``x``/``y`` int16 arrays of bf16 bits, float32 ``a``, ``b``, ``val``): x is
+widened exactly, propagated in float32 by the same loop, and rounded to the nearest bf16
+(ties to even, NaN -> 0x7FC0): the C++ kernel's definition, so the bits agree.
 """
 from __future__ import annotations
 
@@ -31,7 +35,27 @@ def _spmm(rowptr, col, val, weighted, a, b, x, y, self_loop):
                 y[i, f] *= s
 
 
+def bf16_widen(bits: np.ndarray) -> np.ndarray:
+    """bf16 bits (int16/uint16) -> float32, exactly."""
+    return (bits.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def bf16_round(v: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits (int16), nearest, ties to even; NaN -> 0x7FC0 (torch's rule)."""
+    u = v.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    r[np.isnan(v)] = 0x7FC0
+    return r.view(np.int16)
+
+
 def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None):
+    if x.dtype == np.int16:  # bf16 storage
+        if y.dtype != np.int16 or y.shape != x.shape:
+            raise ValueError("y: expected an int16 (bf16 bits) array shaped like x")
+        y32 = np.empty(x.shape, dtype=np.float32)
+        spmm_scaled(rowptr, col, a, b, bf16_widen(x), y32, self_loop, val)
+        y[...] = bf16_round(y32)
+        return
     if val is not None and val.shape[0] != rowptr[-1]:
         raise ValueError(f"val: expected {int(rowptr[-1])} elements, got {val.shape[0]}")
     if val is not None and val.dtype != x.dtype:
