@@ -80,7 +80,8 @@ class ReportOnce(BaseTransform):
 
     def _input_seed(self, data) -> int:
         whole_graph(data, type(self).__name__)
-        return input_seed(self._seed, type(self).__name__, data, self.identity)
+        return input_seed(self._seed, type(self).__name__, data, self.identity,
+                          getattr(self, "backend", None))
 
 
 def _features(data):
@@ -127,7 +128,8 @@ class GRRFS(ReportOnce):
         check_tensor("data.x", x, dims=2)
         xi = x
         if x.dtype.is_floating_point:
-            if bool(torch.isnan(x).any()) or not bool((x == torch.round(x)).all()):
+            # one check, one host sync (NaN != round(NaN), so NaN fails it too)
+            if bool((x != torch.round(x)).any()):
                 raise ValueError("data.x: GRR-FS needs categorical features; float features "
                                  "must hold integers (discretise them first, see Discretize)")
             xi = x.to(torch.int64)
