@@ -535,9 +535,11 @@ def fingerprint(data, k_nh, k_pad, k_prf, out) -> None:
         raise ValueError("data: expected a 1-D uint8 tensor")
     if out.dtype != torch.int64 or out.numel() != 2:
         raise ValueError("out: expected 2 int64 elements")
+    nb = (data.numel() + 255) // 256
+    if nb == 0:  # nothing to add: the sums of no blocks are zero
+        return
     if data.data_ptr() % 4:
         data = data.clone()
-    nb = (data.numel() + 255) // 256
     _launch("fingerprint", "fingerprint_u8", min(32 * ((nb + 31) // 32), _FP_MAX_THREADS),
             (_ptr(data), np.int64(data.numel()), np.uint64(k_nh), np.uint64(k_pad), np.uint64(k_prf),
              _ptr(out)), data.device)
