@@ -17,6 +17,12 @@ raw input returns the same report, and two graphs never share random bits.  Use 
 dataset's ``pre_transform`` (randomised once and stored); as ``transform=`` they are safe
 too.  The seed is never recorded in the ledger.
 
+CUDA: every transform (these and the edge transforms ``DPRR``, ``RREdges``, ``LocalLap``)
+accepts a ``Data`` on the GPU and keeps it there: the input's identity is a keyed
+fingerprint computed by a CUDA kernel on the device (16 bytes per tensor come back, the seed
+being a host integer), the randomisers run their CUDA kernels, and the same secret seed gives
+the same bits as on the CPU.  Host syncs remain for input checks and output sizes.
+
 Transforms
 ----------
 * :class:`GRRFS` (RGNN), :class:`MultiBit` and :class:`OneBit` (LPGNN) on ``data.x``;
