@@ -241,6 +241,32 @@ def test_different_inputs_give_different_fingerprints():
     assert R.fingerprint(base, R.fingerprint_key(1235)) != fps["base"]
 
 
+def test_sparse_adjacencies_are_part_of_the_identity():
+    n = _graph().num_nodes
+    variants = []
+    for make in (lambda ei: torch.sparse_coo_tensor(ei, torch.ones(ei.size(1)), (n, n)),
+                 lambda ei: torch.sparse_coo_tensor(ei, torch.ones(ei.size(1)), (n, n)).to_sparse_csr()):
+        a, a2, b = _graph(), _graph(), _graph()
+        a.adj = make(a.edge_index)
+        a2.adj = make(a2.edge_index.flip(1))  # the same matrix, entries listed in another order
+        b.adj = make(torch.cat([b.edge_index, torch.tensor([[0], [1]])], 1))  # one entry more
+        for d in (a, a2, b):
+            del d.edge_index
+        fa = R.fingerprint(a, KEY)
+        assert R.fingerprint(a2, KEY) == fa
+        variants += [fa, R.fingerprint(b, KEY)]
+    assert len(set(variants)) == 4  # one entry changes it; COO and CSR layouts differ
+    try:
+        from torch_sparse import SparseTensor
+    except ImportError:
+        return
+    a, b = _graph(), _graph()
+    a.adj_t = SparseTensor.from_edge_index(a.edge_index, sparse_sizes=(n, n))
+    b.adj_t = SparseTensor.from_edge_index(b.edge_index[:, 1:], sparse_sizes=(n, n))
+    del a.edge_index, b.edge_index
+    assert R.fingerprint(a, KEY) != R.fingerprint(b, KEY)
+
+
 def test_neighbouring_graphs_get_independent_seeds():
     a, b = _graph(), _graph()
     b.edge_index[0, 3] = (b.edge_index[0, 3] + 1) % 30

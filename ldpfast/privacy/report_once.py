@@ -147,6 +147,27 @@ def _items(data):
     return sorted(d.items(), key=lambda kv: kv[0])
 
 
+def _components(v):
+    """``(layout, [(name, tensor)])`` of a graph object that is not a dense tensor: an
+    ldpfast ``CSR``, a torch sparse tensor (COO coalesced first, so equal matrices hash
+    equally) or a ``torch_sparse.SparseTensor``; None for anything else."""
+    if isinstance(v, torch.Tensor):
+        if v.layout == torch.sparse_coo:
+            v = v.detach().coalesce()
+            return "sparse_coo", [("indices", v.indices()), ("values", v.values())]
+        if v.layout in (torch.sparse_csr, torch.sparse_bsr):
+            return str(v.layout), [("crow", v.crow_indices()), ("col", v.col_indices()), ("values", v.values())]
+        if v.layout in (torch.sparse_csc, torch.sparse_bsc):
+            return str(v.layout), [("ccol", v.ccol_indices()), ("row", v.row_indices()), ("values", v.values())]
+        return None
+    if hasattr(v, "rowptr") and hasattr(v, "col"):  # ldpfast.graph.CSR
+        return "csr", [("rowptr", v.rowptr), ("col", v.col), ("value", getattr(v, "value", None))]
+    if hasattr(v, "storage") and callable(getattr(v, "csr", None)):  # torch_sparse.SparseTensor
+        rowptr, col, value = v.csr()
+        return "sparse_tensor", [("rowptr", rowptr), ("col", col), ("value", value)]
+    return None
+
+
 def _header(name: str, t) -> bytes:
     return f"{name}:{t.dtype}:{tuple(t.shape)}:".encode()
 
@@ -160,8 +181,9 @@ def fingerprint(data, key: bytes, backend: str | None = None) -> bytes:
     data : torch_geometric.data.Data or any object with attributes
         Tensors (CPU or CUDA, each hashed where it lives) and NumPy arrays contribute their
         name, dtype, shape and bytes; numbers and strings their ``repr``; ldpfast ``CSR``
-        objects their ``rowptr`` and ``col``.  Other objects, split masks (``*_mask``) and
-        ldpfast's bookkeeping are skipped.
+        objects, torch sparse tensors and ``torch_sparse.SparseTensor`` (e.g. PyG's
+        ``adj_t``) their index and value arrays.  Other objects, split masks (``*_mask``)
+        and ldpfast's bookkeeping are skipped.
     key : bytes
         The secret key, :func:`fingerprint_key` of the transform's seed.  Never stored.
     backend : str, optional
@@ -178,14 +200,16 @@ def fingerprint(data, key: bytes, backend: str | None = None) -> bytes:
     for name, v in _items(data):
         if name in _SKIP or _is_mask(name):
             continue
-        if isinstance(v, (torch.Tensor, np.ndarray)):
+        if isinstance(v, np.ndarray) or (isinstance(v, torch.Tensor) and v.layout == torch.strided):
             parts.append((_header(name, v), v))
             heads.append(None)
-        elif hasattr(v, "rowptr") and hasattr(v, "col"):  # ldpfast.graph.CSR
-            heads.append(f"{name}:csr:".encode())
-            for f in ("rowptr", "col"):
-                parts.append((_header(f"{name}.{f}", getattr(v, f)), getattr(v, f)))
-                heads.append(None)
+        elif _components(v) is not None:  # CSR, sparse tensors: their index and value arrays
+            layout, comps = _components(v)
+            heads.append(f"{name}:{layout}:{tuple(getattr(v, 'shape', ()))}:".encode())
+            for f, t in comps:
+                if t is not None:
+                    parts.append((_header(f"{name}.{f}", t), t))
+                    heads.append(None)
         elif isinstance(v, (numbers.Number, str, bytes)) and not isinstance(v, bool):
             heads.append(f"{name}={v!r};".encode())
         elif isinstance(v, bool):
