@@ -32,7 +32,7 @@ from ldpfast.graph import CSR, to_csr
 from ldpfast.mechanisms import edges as E
 from ldpfast.privacy import Ledger
 from ldpfast.privacy import report_once as R
-from ldpfast.transforms import GRRFS, DPRR, LocalLap, MultiBit, OneBit, RREdges, RRLabels
+from ldpfast.transforms import DPRR, GRRFS, LocalLap, MultiBit, OneBit, RREdges, RRLabels
 
 REAL: dict = {}
 
