@@ -53,10 +53,12 @@ def _public_of(data, public):
 def _prepare(transform, data):
     """``(input seed, checked CSR)`` of ``data``.
 
-    The seed needs the input's fingerprint (SHA-256 of its content) and the kernels need the
-    seed, but building and checking the CSR does not: the hash runs on a second thread
-    meanwhile (hashlib and the CSR kernels release the GIL).  Neither reads what the other
-    writes (the CSR cache goes to ``data.__dict__``, which the fingerprint does not cover).
+    The seed needs the input's keyed fingerprint and the kernels need the seed, but building
+    and checking the CSR does not: on the CPU the hash runs on a second thread meanwhile (the
+    fingerprint and CSR kernels release the GIL).  Neither reads what the other writes (the
+    CSR cache goes to ``data.__dict__["_ldpfast_csr"]``, which the fingerprint skips).  On
+    CUDA both run in turn on the caller's stream, with torch-native CSR preparation
+    (:func:`_device_graph_csr`).
     """
     whole_graph(data, type(transform).__name__)  # refuse sub-graphs before any work
     if _on_device(data):
