@@ -79,7 +79,10 @@ def _prepare(transform, data):
 def _graph_tensors(data):
     csr = _edges._stored_csr(data)
     if csr is not None:
-        return [csr.rowptr, csr.col]
+        rp, col = csr.rowptr, csr.col
+        if isinstance(rp, torch.Tensor) and isinstance(col, torch.Tensor) and rp.device != col.device:
+            raise ValueError(f"graph: data.csr.col is on {col.device} but data.csr.rowptr is on {rp.device}")
+        return [rp, col]
     ei = getattr(data, "edge_index", None)
     return [ei] if isinstance(ei, torch.Tensor) else []
 

@@ -271,6 +271,14 @@ def test_bad_stored_csr_is_refused_on_the_device(fake_cuda):
     assert str(dev_err.value) == str(want.value)
 
 
+def test_stored_csr_on_two_devices_names_both():
+    d = _csr_only(_data())
+    c = d.__dict__["csr"]
+    d.__dict__["csr"] = CSR(c.rowptr, c.col.to("meta"), c.num_nodes)  # 'meta' stands for a GPU
+    with pytest.raises(ValueError, match=r"data.csr.col is on meta but data.csr.rowptr is on cpu"):
+        DPRR(2.0, seed=1, eps1=0.5)(d)
+
+
 def test_device_checks_equal_the_cpp_check_on_random_csrs():
     # the exact torch-native check against the C++ kernel's flags (its symmetry test hashes)
     C = pytest.importorskip("ldpfast._C")
