@@ -39,7 +39,12 @@ about 2^-64 per pair (NH is 2^-32-almost-universal per lane; Philox is taken to 
 PRF under an unknown key), the same order as two 64-bit seeds colliding.  The per-tensor
 results, names, dtypes, shapes and the other attributes' ``repr`` are then hashed with
 SHA-256.  Unlike an unkeyed hash, the fingerprint of a public graph reveals nothing without
-the secret, and nothing derived from it is kept.
+the secret, and nothing derived from it is kept.  Why NH first rather than one PRF call per
+word (``sum_i Philox_k(i, w_i)``): Philox costs about 12 ns per call on a CPU core, one call
+per 8 bytes is slower than SHA-256 with SHA extensions; NH costs one 32x32-bit multiply per
+4 bytes and leaves two Philox calls per 256 bytes, so the keyed hash is faster than the
+SHA-256 it replaced (20M-edge ``edge_index``, 320 MB: 0.12-0.2 s against 0.46-0.6 s, two
+threads, on a shared machine with load 5-11).
 
 This replaced (version 2 of the derivation) a plain SHA-256 of every tensor's bytes on the
 host: the per-input seeds, hence the reports of a seeded transform, differ from those of
