@@ -50,7 +50,7 @@ from benchmarks.harness import (
 )
 from ldpfast.graph import CSR, clean_edge_index, to_csr
 from ldpfast.mechanisms import edges as E
-from ldpfast.privacy.report_once import fingerprint, input_seed
+from ldpfast.privacy.report_once import fingerprint, fingerprint_key, input_seed
 from ldpfast.rng import Stream
 
 MIB = 2.0**20
@@ -147,7 +147,7 @@ def stages(ei, csr, eps, repeat):
     _, t, s, _ = E._grid("eps1", eps1)
     noise = np.empty((n, 1), dtype=np.int64)
     steps = {
-        "fingerprint (SHA-256 of the Data, 2 threads)": lambda: fingerprint(d),
+        "fingerprint (keyed, of the Data)": lambda: fingerprint(d, fingerprint_key(SECRET)),
         "CSR from the sorted edge_index, checked (one pass)": lambda: E._sorted_csr(ei, n, "cpp"),
         "CSR by to_csr + edges_check_csr (general path)": lambda: general_csr(ei, n, k),
         "degree noise (n exact discrete Laplace draws)": lambda: k.fill_discrete_laplace(

@@ -27,7 +27,8 @@ Kernels: the HeterPoisson sampler (``sampling.cu``, bodies shared with the C++ b
 build in ``csrc/common/propagate.h``; rows longer than :data:`SPMM_CHUNK` entries are split
 into fixed chunks combined in order, so hubs do not serialise on one warp) and the feature / label
 randomisers and input checks (``features.cu``, bodies shared with the C++ build in
-``csrc/common/features.h``).
+``csrc/common/features.h``) and the keyed input fingerprint of
+:mod:`ldpfast.privacy.report_once` (``fingerprint.cu``, body in ``csrc/common/fingerprint.h``).
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ KERNELS = {
                  "onebit_f32", "onebit_f64", "multibit_f32", "multibit_f64",
                  "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
                  "check_categorical_i64", "check_range_f32", "check_range_f64"),
+    "fingerprint": ("fingerprint_u8",),
 }
 
 
@@ -518,3 +520,29 @@ def heter_edges(rowptr, col, n_id, node_ptr, induced):
                                   np.int32(bool(induced)), _ptr(edge_ptr), NULL, _ptr(src), _ptr(dst),
                                   np.int32(1)), dev)
     return out
+
+
+# --- keyed input fingerprint (fingerprint.cu) ---------------------------------------------------
+# Warps of 32 blocks of 256 bytes; more threads than this only queue behind each other.
+_FP_MAX_THREADS = 1 << 21
+
+
+def fingerprint(data, k_nh, k_pad, k_prf, out) -> None:
+    """Add the keyed fingerprint (csrc/common/fingerprint.h) of the bytes of ``data`` (a 1-D
+    uint8 CUDA tensor) to ``out`` (two int64 holding uint64 sums, zeroed by the caller), as
+    the C++ ``fingerprint``.  A view that is not 4-byte aligned is copied on the device first
+    (the kernel reads whole words)."""
+    import torch
+
+    if data.dtype != torch.uint8 or data.dim() != 1:
+        raise ValueError("data: expected a 1-D uint8 tensor")
+    if out.dtype != torch.int64 or out.numel() != 2:
+        raise ValueError("out: expected 2 int64 elements")
+    nb = (data.numel() + 255) // 256
+    if nb == 0:  # nothing to add: the sums of no blocks are zero
+        return
+    if data.data_ptr() % 4:
+        data = data.clone()
+    _launch("fingerprint", "fingerprint_u8", min(32 * ((nb + 31) // 32), _FP_MAX_THREADS),
+            (_ptr(data), np.int64(data.numel()), np.uint64(k_nh), np.uint64(k_pad), np.uint64(k_prf),
+             _ptr(out)), data.device)

@@ -17,6 +17,12 @@ raw input returns the same report, and two graphs never share random bits.  Use 
 dataset's ``pre_transform`` (randomised once and stored); as ``transform=`` they are safe
 too.  The seed is never recorded in the ledger.
 
+CUDA: every transform (these and the edge transforms ``DPRR``, ``RREdges``, ``LocalLap``)
+accepts a ``Data`` on the GPU and keeps it there: the input's identity is a keyed
+fingerprint computed by a CUDA kernel on the device (16 bytes per tensor come back, the seed
+being a host integer), the randomisers run their CUDA kernels, and the same secret seed gives
+the same bits as on the CPU.  Host syncs remain for input checks and output sizes.
+
 Transforms
 ----------
 * :class:`GRRFS` (RGNN), :class:`MultiBit` and :class:`OneBit` (LPGNN) on ``data.x``;
@@ -80,7 +86,8 @@ class ReportOnce(BaseTransform):
 
     def _input_seed(self, data) -> int:
         whole_graph(data, type(self).__name__)
-        return input_seed(self._seed, type(self).__name__, data, self.identity)
+        return input_seed(self._seed, type(self).__name__, data, self.identity,
+                          getattr(self, "backend", None))
 
 
 def _features(data):
@@ -127,7 +134,8 @@ class GRRFS(ReportOnce):
         check_tensor("data.x", x, dims=2)
         xi = x
         if x.dtype.is_floating_point:
-            if bool(torch.isnan(x).any()) or not bool((x == torch.round(x)).all()):
+            # one check, one host sync (NaN != round(NaN), so NaN fails it too)
+            if bool((x != torch.round(x)).any()):
                 raise ValueError("data.x: GRR-FS needs categorical features; float features "
                                  "must hold integers (discretise them first, see Discretize)")
             xi = x.to(torch.int64)

@@ -148,7 +148,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
-@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling"])
+@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -261,6 +261,9 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                               2, 0.5, 2.0, True, ub, torch.empty(6, dtype=torch.int64),
                               torch.empty(12, dtype=torch.int64), torch.empty(12, dtype=torch.uint8))
         _cuda.heter_edges(rowptr, col, torch.arange(6), torch.arange(7), True)
+    for nbytes in (0, 1, 1000):
+        _cuda.fingerprint(torch.zeros(nbytes, dtype=torch.uint8), 1, 2, 2**64 - 1,
+                          torch.zeros(2, dtype=torch.int64))
     _cuda.fill_u32(torch.empty(3, 4, dtype=torch.int32), 1, 2, 3)
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)

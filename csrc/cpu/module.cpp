@@ -31,6 +31,7 @@ void register_features(py::module_& m);
 void register_edges(py::module_& m);
 void register_propagate(py::module_& m);
 void register_sampling(py::module_& m);
+void register_fingerprint(py::module_& m);
 
 }  // namespace ldp
 
@@ -45,4 +46,5 @@ PYBIND11_MODULE(_C, m) {
     ldp::register_edges(m);
     ldp::register_propagate(m);
     ldp::register_sampling(m);
+    ldp::register_fingerprint(m);
 }
