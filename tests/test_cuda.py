@@ -198,6 +198,7 @@ _SCALARS = {"int64_t": np.int64, "uint64_t": np.uint64, "uint32_t": np.uint32, "
 _POINTEES = {"int32_t": torch.int32, "uint32_t": torch.int32, "int64_t": torch.int64,
              "uint64_t": torch.int64, "unsigned long long": torch.int64, "float": torch.float32,
              "double": torch.float64, "int8_t": torch.int8, "uint8_t": torch.uint8,
+             "Bf16": torch.bfloat16,
              "bool": torch.bool}
 
 
@@ -249,6 +250,10 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
             for val in (None, a):  # unweighted passes a null val pointer
                 _cuda.spmm_scaled(rowptr, torch.zeros(6, dtype=ct), a, a, xf,
                                   torch.empty_like(xf), True, val, chunk=2)
+                if ft == torch.float32:  # bfloat16 storage, float32 a, b, val
+                    xb = xf.bfloat16()
+                    _cuda.spmm_scaled(rowptr, torch.zeros(6, dtype=ct), a, a, xb,
+                                      torch.empty_like(xb), True, val, chunk=2)
     for ct in (torch.int32, torch.int64):
         rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])
         col = torch.zeros(6, dtype=ct)
