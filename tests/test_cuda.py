@@ -261,6 +261,18 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                               2, 0.5, 2.0, True, ub, torch.empty(6, dtype=torch.int64),
                               torch.empty(12, dtype=torch.int64), torch.empty(12, dtype=torch.uint8))
         _cuda.heter_edges(rowptr, col, torch.arange(6), torch.arange(7), True)
+    for ct in (torch.int32, torch.int64):  # edges.cu, graph.cu
+        rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])
+        col = torch.zeros(6, dtype=ct)
+        pr = torch.full((6,), 0.5, dtype=torch.float64)
+        for pub in (None, torch.zeros(6, dtype=torch.uint8)):  # None: nobody public (null pointer)
+            _cuda.edges_rr(rowptr, col, 1, 7, 0, 8, 0, pr, pr, pub)
+        _cuda.locallap_edge_values(rowptr, col, 1, 3, 2, 1024, torch.empty(6, dtype=torch.int64))
+        _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, -5, 2**63 - 1, 3, 2)
+        _cuda.csr_combine(rowptr, col, rowptr, col, 0)
+        _cuda.edges_check_csr(rowptr, col)
+        _cuda.csr_to_edge_index(rowptr, col, torch.empty(2, 6, dtype=torch.int64), 1)
+    _cuda.dprr_probs(torch.tensor([0, 0, 1, 2, 5, 5, 6]), torch.zeros(6, dtype=torch.int64), 2.0**-10, 0.7, 0.3)
     _cuda.fill_u32(torch.empty(3, 4, dtype=torch.int32), 1, 2, 3)
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)
@@ -285,8 +297,12 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         assert n > 0
     # only optional pointers may be null: spmm's val, heter_nodes' allow, and heter_edges'
     # fill-only (edge_ptr, src, dst) or count-only (counts) outputs
+    # edge kernels' count-only (counts) or fill-only (out_rowptr, outputs) pointers and RR's pub
     allowed = {("spmm_", 2), ("heter_nodes_", 6), ("heter_edges_", 6), ("heter_edges_", 7),
-               ("heter_edges_", 8), ("heter_edges_", 9)}
+               ("heter_edges_", 8), ("heter_edges_", 9),
+               ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
+               ("ll_zero_", 10), ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13),
+               ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 
