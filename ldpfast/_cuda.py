@@ -73,7 +73,7 @@ KERNELS = {
                   "spmm_chunks_f32_i32", "spmm_chunks_f64_i32", "spmm_chunks_f32_i64",
                   "spmm_chunks_f64_i64", "spmm_combine_f32", "spmm_combine_f64"),
     "sampling": ("heter_central", "heter_nodes_i32", "heter_nodes_i64", "heter_edges_i32",
-                 "heter_edges_i64"),
+                 "heter_edges_i64", "heter_infer_i32", "heter_infer_i64"),
     "features": ("grr_i32", "grr_i64", "grr_fs_flags", "grr_fs_i32", "grr_fs_i64",
                  "onebit_f32", "onebit_f64", "multibit_f32", "multibit_f64",
                  "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
@@ -515,6 +515,28 @@ def heter_nodes(rowptr, col, deg, centers, cand_mask, allow_mask, seed, step, q_
             (_ptr(rowptr), _ptr(col), _ptr(deg), _ptr(centers), np.int64(B), _ptr(cand_mask), allow,
              np.uint64(seed), np.uint32(step), np.float64(q_b), np.float64(M), np.int32(bool(drop)),
              _ptr(ub_ptr), _ptr(counts), _ptr(n_id), _ptr(zeroed)), centers.device)
+
+
+def heter_infer(rowptr, col, centers, allow_mask, seed, step, n_test):
+    """Inference sub-graphs (section 4.4) of the test nodes ``centers`` as (node_ptr, n_id):
+    count pass, cumsum, fill pass, the same node lists as the C++ heter_infer_nodes.
+    allow_mask None or empty: every neighbour admissible."""
+    import torch
+
+    if n_test < 0:
+        raise ValueError("n_test: expected >= 0")
+    B = centers.numel()
+    dev = centers.device
+    allow = NULL if allow_mask is None or allow_mask.numel() == 0 else _ptr(allow_mask)
+    kern = f"heter_infer_{_col_suffix(col)}"
+    counts = torch.zeros(B, dtype=torch.int64, device=dev)
+    head = (_ptr(rowptr), _ptr(col), _ptr(centers), np.int64(B), allow, np.uint64(seed), np.uint32(step),
+            np.int64(n_test))
+    _launch("sampling", kern, B, head + (_ptr(counts), NULL, NULL, np.int32(0)), dev)
+    node_ptr = _prefix(counts)
+    n_id = torch.empty(int(node_ptr[-1]), dtype=torch.int64, device=dev)
+    _launch("sampling", kern, B, head + (NULL, _ptr(node_ptr), _ptr(n_id), np.int32(1)), dev)
+    return node_ptr, n_id
 
 
 def heter_edges(rowptr, col, n_id, node_ptr, induced):

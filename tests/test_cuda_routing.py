@@ -383,7 +383,21 @@ def fake_cuda_sampling(fake_cuda_prop):
         csr = CSR(rp.as_subclass(torch.Tensor), col.as_subclass(torch.Tensor), rp.numel() - 1)
         return _dev(H._edges(C, csr, _plain_np(n_id), _plain_np(node_ptr), induced))
 
+    def heter_infer(rp, col, centers, allow, seed, step, n_test):
+        log.append("heter_infer")
+        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else _plain_np(allow)
+        B = centers.numel()
+        counts = np.empty(B, dtype=np.int64)
+        args = (_plain_np(rp), _plain_np(col), _plain_np(centers), allow, seed, step, n_test)
+        C.heter_infer_nodes(*args, counts, np.empty(0, np.int64), False)
+        node_ptr = np.zeros(B + 1, dtype=np.int64)
+        np.cumsum(counts, out=node_ptr[1:])
+        n_id = np.empty(int(node_ptr[B]), dtype=np.int64)
+        C.heter_infer_nodes(*args, node_ptr, n_id, True)
+        return _dev(torch.from_numpy(node_ptr)), _dev(torch.from_numpy(n_id))
+
     mod.heter_central, mod.heter_nodes, mod.heter_edges = heter_central, heter_nodes, heter_edges
+    mod.heter_infer = heter_infer
     return log
 
 
@@ -416,6 +430,36 @@ def test_heterpoisson_device_data_runs_the_cuda_kernels_and_matches_cpu(fake_cud
             assert torch.equal(a.as_subclass(torch.Tensor), b), (t, f)
     assert DeviceInput.copies == [], DeviceInput.copies
     assert {"heter_central", "heter_nodes", "heter_edges"} <= set(fake_cuda_sampling)
+
+
+@pytest.mark.parametrize("induced", [True, False])
+@pytest.mark.parametrize("periph", [False, True])
+def test_inference_subgraphs_device_data_runs_the_cuda_kernels_and_matches_cpu(fake_cuda_sampling, induced,
+                                                                               periph):
+    from torch_geometric.data import Data
+
+    from ldpfast.sampling import inference_subgraphs
+
+    gg = torch.Generator().manual_seed(12)
+    n = 300
+    ei = torch.randint(0, n, (2, 2400), generator=gg)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, 200), torch.zeros(199, dtype=torch.long)])], 1)  # a hub
+    x = torch.rand(n, 4, generator=gg)
+    y = torch.randint(0, 3, (n,), generator=gg)
+    test = torch.rand(n, generator=gg) < 0.4
+    test[0] = True
+    allow = (torch.rand(n, generator=gg) < 0.7) if periph else None
+    for n_test in (0, 3, 13):
+        kw = {"peripheral_nodes": allow, "seed": 4, "step": 2, "induced": induced}
+        with _cpu_kernels():
+            want = inference_subgraphs(Data(x=x, y=y, edge_index=ei, num_nodes=n), test, n_test, **kw)
+        got = inference_subgraphs(Data(x=_dev(x), y=_dev(y), edge_index=_dev(ei), num_nodes=n), _dev(test),
+                                  n_test, **{**kw, "peripheral_nodes": None if allow is None else _dev(allow)})
+        for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
+            a, b = getattr(got, f), getattr(want, f)
+            assert torch.equal(a.as_subclass(torch.Tensor), b), (n_test, f)
+    assert DeviceInput.copies == [], DeviceInput.copies
+    assert "heter_infer" in fake_cuda_sampling and "heter_edges" in fake_cuda_sampling
 
 
 # --- edge mechanisms (dprr, rr_edges, local_laplace, server_graph) ----------------------------

@@ -57,6 +57,14 @@ Implementation choices (documented deviations from the paper's text)
   by default, and ``eps1=eps/10`` reproduces the code.  LocalLap's ``T`` is floored and
   clipped to ``[0, n(n-1)/2]`` as in the code.
 
+Devices: a graph on a CUDA device (CSR tensors or ``data.edge_index`` there) runs the CUDA
+kernels (``csrc/cuda/edges.cu``, ``graph.cu``; per-row bodies shared with the C++ build in
+``csrc/common/edges.h`` and ``graph.h``, so the same bits for one seed) and every output stays
+on the device: DPRR's degree noise, ``q_i`` and the noisy lists (count launch, device prefix
+sum, fill launch: the host reads only the total size), LocalLap's candidates and its top-T
+(``_top_t_mask``), the server rules.  ``public`` must then be a bool tensor on the same
+device; tensors on different devices raise an error naming both.
+
 Randomness and exactness: counter-based Philox streams (``Stream.DPRR_*``, ``RR_EDGES``,
 ``LOCALLAP``), so outputs depend only on the seed (not on backend or threads).  The per-bit
 probabilities (``p q_i``, ``(1-p) q_i``, LocalLap's candidate rate) are computed as doubles;
@@ -542,7 +550,8 @@ def dprr(
         Constant of eq. (8) in (0, 1); paper: 0.9.
     symmetrize : {"none", "or", "and", "lower", "upper"}
         Server-side rule for :attr:`EdgeLDPResult.edge_index` (see :func:`server_graph`).
-    backend : {"cpp", "numba"}, optional
+    backend : {"cpp", "numba", "cuda"}, optional
+        Default: ``"cuda"`` for a CUDA graph, else ``"cpp"`` (see :mod:`ldpfast._backend`).
 
     Returns
     -------
