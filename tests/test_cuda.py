@@ -148,7 +148,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
-@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling"])
+@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "edges", "graph"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).

@@ -4,6 +4,10 @@
 // (transpose, combine) used to turn the n noisy lists into one graph.
 // Python API: ldpfast/mechanisms/edges.py.  Numba twin: ldpfast/_numba/edges.py (same
 // names, same sampler calls in the same order, so outputs are bit-identical).
+// The per-row bodies (RR row count / fill, DPRR probabilities, LocalLap values and candidates,
+// row combination, the CSR check) are in csrc/common/edges.h and graph.h, shared with the CUDA
+// launchers csrc/cuda/edges.cu and graph.cu; what stays here is threading, the one-pass block
+// buffers (a CPU memory / speed path drawing the same cells) and the pybind11 entry points.
 //
 // Sparse RR sampler (rr_row): user i's noisy list a~_i has, independently per j != i,
 //   P[a~_ij = 1] = p_true[i]  if a_ij = 1,     p_false[i] otherwise

@@ -667,18 +667,23 @@ def _q_of(d_star: np.ndarray, n: int, p: float, pm: float) -> np.ndarray:
 # Warner's RR
 # --------------------------------------------------------------------------------------------
 def expected_rr_output(csr: CSR, eps: float, public=None) -> float:
-    """Expected number of directed entries Warner's RR outputs: sum_i d_i p + (n-1-d_i)(1-p)."""
+    """Expected number of directed entries Warner's RR outputs: sum_i d_i p + (n-1-d_i)(1-p)
+    over the private users, plus d_i for the public ones.  Computed from exact integer sums
+    (degree totals, user counts), so it is the same double on every device."""
     n = csr.num_nodes
     p, pm = _rr_probs(eps)
-    deg = csr.degrees().to(torch.float64)
-    per = deg * p + (n - 1 - deg) * pm
-    if isinstance(public, torch.Tensor):
-        if public.numel():
-            per = torch.where(public.to(torch.bool), deg, per)
-    elif public is not None and len(public):
+    deg = csr.degrees()
+    if isinstance(public, torch.Tensor) and public.numel():
+        m = public.to(torch.bool)
+    elif not isinstance(public, torch.Tensor) and public is not None and len(public):
         m = torch.from_numpy(np.asarray(public).astype(bool))
-        per = torch.where(m, deg, per)
-    return float(per.sum())
+    else:
+        m = None
+    total = int(deg.sum())
+    pub_deg = int(deg[m].sum()) if m is not None else 0
+    n_priv = n - (int(m.sum()) if m is not None else 0)
+    priv_deg = total - pub_deg
+    return p * priv_deg + pm * ((n - 1) * n_priv - priv_deg) + pub_deg
 
 
 def rr_edges(
