@@ -82,7 +82,8 @@ KERNELS = {
               "ll_edge_values_i64", "ll_zero_i32", "ll_zero_i64", "csr_combine_i32",
               "csr_combine_i64"),
     "graph": ("check_csr_i32", "check_csr_i64", "csr_to_edge_index_i32",
-              "csr_to_edge_index_i64"),
+              "csr_to_edge_index_i64", "sorted_csr_i32_i32", "sorted_csr_i32_i64",
+              "sorted_csr_i64_i32", "sorted_csr_i64_i64"),
 }
 
 
@@ -691,3 +692,33 @@ def csr_to_edge_index(rowptr, col, out_ei, layout) -> None:
         raise ValueError(f"out_ei: expected shape (2, {col.numel()})")
     _launch("graph", f"csr_to_edge_index_{_col_suffix(col)}", n,
             (_ptr(rowptr), _ptr(col), np.int64(n), _ptr(out_ei), np.int32(layout)), rowptr.device)
+
+
+SORTED_CHUNK = 32  # edges per thread of sorted_csr_* (graph.cu)
+
+
+def edges_sorted_csr(src, dst, n, out_rowptr, out_col) -> int:
+    """CSR of an edge_index sorted by (source, target) into out_rowptr / out_col, checked in the
+    same pass; returns the edges_check_csr flags (flags & 3: outputs not built), as the C++
+    edges_sorted_csr.  One host read of two words."""
+    import torch
+
+    E = src.numel()
+    if dst.numel() != E or dst.dtype != src.dtype:
+        raise ValueError(f"dst: expected {E} values of dtype {src.dtype} (as src)")
+    if out_rowptr.numel() != n + 1 or out_col.numel() != E:
+        raise ValueError(f"out_rowptr, out_col: expected {n + 1} and {E} elements")
+    if n < 0:
+        raise ValueError("n: expected >= 0")
+    if E == 0:
+        out_rowptr.zero_()
+        return 0
+    out = torch.zeros(2, dtype=torch.int64, device=src.device)
+    kern = f"sorted_csr_{_col_suffix(src)}_{_col_suffix(out_col)}"
+    _launch("graph", kern, (E + SORTED_CHUNK - 1) // SORTED_CHUNK,
+            (_ptr(src), _ptr(dst), np.int64(E), np.int64(n), _ptr(out_rowptr), _ptr(out_col), _ptr(out)),
+            src.device)
+    f, h = (int(v) for v in out.tolist())
+    if f & 3:
+        return f
+    return f | (8 if h != 0 else 0)

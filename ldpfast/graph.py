@@ -21,9 +21,9 @@ torch's is tuned and already gives the C++ counting sort's order.  The structure
 edge mechanisms need on CUDA have their own launchers in ``csrc/cuda/graph.cu`` (body in
 ``csrc/common/graph.h``, shared with the C++ check): the CSR check (range, order, repeats,
 self loops, symmetry fingerprint; atomics only on a bitwise OR and a sum mod 2^64, which
-commute) and the CSR -> ``edge_index`` writer.  Not ported: ``edges_sorted_csr`` (the C++
-one-pass check-and-build of an already sorted ``edge_index``, a CPU speed path); on CUDA the
-general torch-native build plus the device check gives the same CSR and the same errors.
+commute) and the CSR -> ``edge_index`` writer, and the one-pass check-and-build of an ``edge_index``
+already sorted by (source, target) (``edges_sorted_csr``, PyG's coalesced order: no sort
+needed; any other order falls back to the torch-native build).
 """
 from __future__ import annotations
 

@@ -43,5 +43,19 @@ LDP_HD int64_t check_row(int64_t i, int64_t n, const C* nb, int64_t d, uint64_t&
     return f;
 }
 
+// Edge e of an edge_index (src, dst) expected sorted by (source, target), PyG's coalesced
+// order: FLAG_RANGE (an id outside [0, n)), FLAG_ORDER (not strictly after edge e - 1) or
+// FLAG_SELF; r, c get its ids and pr the previous source (-1 for e = 0).  With neither of the
+// first two flags on any edge, the CSR is rowptr from the row boundaries and col = dst.
+template <class I>
+LDP_HD int64_t sorted_entry(int64_t n, int64_t e, const I* src, const I* dst, int64_t& r, int64_t& c, int64_t& pr) {
+    r = (int64_t)src[e];
+    c = (int64_t)dst[e];
+    pr = e > 0 ? (int64_t)src[e - 1] : -1;
+    if ((uint64_t)r >= (uint64_t)n || (uint64_t)c >= (uint64_t)n) return FLAG_RANGE;
+    if (e > 0 && (pr > r || (pr == r && (int64_t)dst[e - 1] >= c))) return FLAG_ORDER;
+    return r == c ? FLAG_SELF : 0;
+}
+
 }  // namespace graph
 }  // namespace ldp

@@ -703,17 +703,10 @@ static int64_t sorted_csr_t(int64_t n, int64_t E, const I* src, const I* dst, in
         int64_t f = 0;
         uint64_t h = 0;
         for (int64_t e = b; e < e_end; ++e) {
-            const int64_t r = (int64_t)src[e], c = (int64_t)dst[e];
-            if ((uint64_t)r >= (uint64_t)n || (uint64_t)c >= (uint64_t)n) {
-                f |= 1;
-                break;  // the general path will say what is wrong
-            }
-            const int64_t pr = e > 0 ? (int64_t)src[e - 1] : -1;
-            if (e > 0 && (pr > r || (pr == r && (int64_t)dst[e - 1] >= c))) {
-                f |= 2;
-                break;
-            }
-            if (r == c) f |= 4;
+            int64_t r, c, pr;
+            const int64_t fe = graph::sorted_entry(n, e, src, dst, r, c, pr);
+            f |= fe;
+            if (fe & (graph::FLAG_RANGE | graph::FLAG_ORDER)) break;  // the general path will say what is wrong
             col[e] = (C)c;
             for (int64_t rr = std::max<int64_t>(pr + 1, 0); rr <= r; ++rr) rp[rr] = e;  // rows (pr, r] start here
             h += graph::sym_term(r, c);

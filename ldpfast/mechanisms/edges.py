@@ -248,18 +248,22 @@ def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
     (range, order, repeats, self loops, symmetry) in one pass; ``None`` when any check fails,
     and the caller takes the general path (``csr_of``), which names the problem.  The CSR is
     the one ``to_csr`` would build."""
-    if _backend.device_of(ei) != "cpu" or ei.layout != torch.strided or ei.dtype not in (torch.int32, torch.int64):
+    if ei.layout != torch.strided or ei.dtype not in (torch.int32, torch.int64):
         return None
     if isinstance(n, bool) or n < 0:
         return None
+    dev = _backend.device_of(ei)
     ei = ei.detach()
-    if type(ei) is not torch.Tensor:  # PyG's EdgeIndex: plain view
+    if dev == "cpu" and type(ei) is not torch.Tensor:  # PyG's EdgeIndex: plain view
         ei = ei.as_subclass(torch.Tensor)
-    rowptr = torch.empty(n + 1, dtype=torch.int64)
-    col = torch.empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
-    k = _backend.get("cpu", backend)
-    flags = k.edges_sorted_csr(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
-                                           rowptr.numpy(), col.numpy())
+    rowptr = ei.new_empty(n + 1, dtype=torch.int64)  # beside ei
+    col = ei.new_empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
+    k = _backend.get(dev, backend)
+    if dev == "cuda":  # graph.cu sorted_csr_*: the same CSR and flags on the device
+        flags = k.edges_sorted_csr(ei[0].contiguous(), ei[1].contiguous(), n, rowptr, col)
+    else:
+        flags = k.edges_sorted_csr(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
+                                   rowptr.numpy(), col.numpy())
     return CSR(rowptr, col, n) if flags == 0 else None
 
 
