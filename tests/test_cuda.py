@@ -8,8 +8,10 @@ assembly inlines headers (so CuPy's cache key covers them); and the C++ build ru
 branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin.
 With a GPU (``pytest -m cuda``): bit-identity of every CUDA kernel with the C++ kernel
 (propagation: rows of at most ``_cuda.SPMM_CHUNK`` entries; longer, chunked rows are checked
-close and deterministic), propagate's autograd and KProp on CUDA against CPU, and the public
-feature / label ops keep CUDA tensors on the device.
+close and deterministic), propagate's autograd and KProp on CUDA against CPU, the public
+feature / label ops keep CUDA tensors on the device, the edge kernels (edges.cu, graph.cu) and
+the edge mechanisms (dprr, rr_edges, local_laplace, every server rule) and inference
+sub-graphs equal the C++ results bit for bit.  None of these GPU tests has run yet.
 """
 import ctypes
 import shutil

@@ -1,12 +1,15 @@
 """Routing of CUDA inputs, testable without a GPU.
 
-Every public entry point of ``ldpfast.mechanisms.features`` and ``ldpfast.mechanisms.labels``
-must send a CUDA-device input to the CUDA backend and never copy it (or anything computed
-from it) to the host.  Here a CPU tensor subclass plays the CUDA input: ``_backend.device_of``
-is patched to call it "cuda", a recording module stands in for ``ldpfast._cuda``, and the
-subclass logs every host copy (``.cpu()``, ``.numpy()``, ``.to(cpu)``, ``.tolist()``,
-``__array__``) made of it or of any tensor derived from it.  Results are not checked (the
-fake kernels write zeros); the GPU tests in test_cuda.py do that.
+Every public entry point of ``ldpfast.mechanisms.features`` and ``ldpfast.mechanisms.labels``,
+the edge mechanisms (``dprr``, ``rr_edges``, ``local_laplace``, ``server_graph``),
+propagation and the HeterPoisson / inference samplers must send a CUDA-device input to the
+CUDA backend and never copy it (or anything computed from it) to the host.  Here a CPU
+tensor subclass plays the CUDA input: ``_backend.device_of`` is patched to call it "cuda", a
+recording module stands in for ``ldpfast._cuda``, and the subclass logs every host copy
+(``.cpu()``, ``.numpy()``, ``.to(cpu)``, ``.tolist()``, ``__array__``) made of it or of any
+tensor derived from it.  The feature / label fakes write zeros (results are checked by the GPU
+tests in test_cuda.py); the propagation, sampling and edge fakes run the C++ kernels on the
+same memory, so the device-side Python is also checked against the CPU result bit for bit.
 """
 from __future__ import annotations
 
