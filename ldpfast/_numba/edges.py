@@ -148,7 +148,7 @@ def _dprr_probs(rowptr, noise, g, p, pm, d_star, q, p_true, p_false):
         x = ds if pos else 1.0
         qi = x / (x * (p - pm) + np.float64(n - 1) * pm)
         qi = qi if pos else 0.0
-        qi = 0.0 if qi < 0.0 else (1.0 if qi > 1.0 else qi)
+        qi = max(0.0, min(qi, 1.0))  # np.clip (qi is never NaN here)
         d_star[i] = ds
         q[i] = qi
         p_true[i] = p * qi
