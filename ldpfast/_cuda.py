@@ -27,8 +27,26 @@ Kernels: the HeterPoisson sampler (``sampling.cu``, bodies shared with the C++ b
 build in ``csrc/common/propagate.h``; rows longer than :data:`SPMM_CHUNK` entries are split
 into fixed chunks combined in order, so hubs do not serialise on one warp) and the feature / label
 randomisers and input checks (``features.cu``, bodies shared with the C++ build in
-``csrc/common/features.h``) and the keyed input fingerprint of
-:mod:`ldpfast.privacy.report_once` (``fingerprint.cu``, body in ``csrc/common/fingerprint.h``).
+``csrc/common/features.h``), the keyed input fingerprint of
+:mod:`ldpfast.privacy.report_once` (``fingerprint.cu``, body in ``csrc/common/fingerprint.h``),
+the edge mechanisms (``edges.cu``: DPRR's per-user
+probabilities, the sparse RR sampler, LocalLap's entry noise and zero candidates, the
+server-side row combination; bodies shared with ``csrc/cpu/edges.cpp`` in
+``csrc/common/edges.h``) and the graph checks / edge_index writer (``graph.cu``, body in
+``csrc/common/graph.h``).  Variable-size outputs (noisy lists, candidates, combinations) are
+built by a count launch, a device prefix sum (``torch.cumsum``), one host read of the total
+to allocate, and a fill launch: the edge list never goes through the host.
+
+Torch-native on CUDA (no custom kernel; deterministic, listed here as issue 18 asks):
+COO -> CSR with sort / dedup / weight sums and the transpose (``ldpfast/graph.py``: stable
+``torch.sort`` on a 64-bit key, ``unique``-by-neighbour-comparison, ``bincount`` + ``cumsum``,
+repeated weights summed rank by rank), because a stable device sort is what a hand-written
+kernel would do and it gives the C++ counting sort's result; LocalLap's top-T selection
+(``mechanisms/edges.py``: the T-th largest value by ``torch.kthvalue`` on exact integers, the
+strict winners by comparison, the ties by index order; the random tie-break draws only
+positions among the ties, from NumPy's Philox on the host exactly as the CPU path, so it
+needs the number of ties and returns the chosen ranks, never the candidates); the masked
+CSRs and searchsorted of LocalLap (``torch.cumsum``, boolean indexing, ``torch.searchsorted``).
 """
 from __future__ import annotations
 
@@ -59,12 +77,18 @@ KERNELS = {
                   "spmm_bf16_i32", "spmm_bf16_i64", "spmm_chunks_bf16_i32", "spmm_chunks_bf16_i64",
                   "spmm_combine_bf16"),
     "sampling": ("heter_central", "heter_nodes_i32", "heter_nodes_i64", "heter_edges_i32",
-                 "heter_edges_i64"),
+                 "heter_edges_i64", "heter_infer_i32", "heter_infer_i64"),
     "features": ("grr_i32", "grr_i64", "grr_fs_flags", "grr_fs_i32", "grr_fs_i64",
                  "onebit_f32", "onebit_f64", "multibit_f32", "multibit_f64",
                  "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
                  "check_categorical_i64", "check_range_f32", "check_range_f64"),
     "fingerprint": ("fingerprint_u8",),
+    "edges": ("dprr_probs", "rr_edges_i32", "rr_edges_i64", "ll_edge_values_i32",
+              "ll_edge_values_i64", "ll_zero_i32", "ll_zero_i64", "csr_combine_i32",
+              "csr_combine_i64"),
+    "graph": ("check_csr_i32", "check_csr_i64", "csr_to_edge_index_i32",
+              "csr_to_edge_index_i64", "sorted_csr_i32_i32", "sorted_csr_i32_i64",
+              "sorted_csr_i64_i32", "sorted_csr_i64_i64"),
 }
 
 
@@ -500,6 +524,28 @@ def heter_nodes(rowptr, col, deg, centers, cand_mask, allow_mask, seed, step, q_
              _ptr(ub_ptr), _ptr(counts), _ptr(n_id), _ptr(zeroed)), centers.device)
 
 
+def heter_infer(rowptr, col, centers, allow_mask, seed, step, n_test):
+    """Inference sub-graphs (section 4.4) of the test nodes ``centers`` as (node_ptr, n_id):
+    count pass, cumsum, fill pass, the same node lists as the C++ heter_infer_nodes.
+    allow_mask None or empty: every neighbour admissible."""
+    import torch
+
+    if n_test < 0:
+        raise ValueError("n_test: expected >= 0")
+    B = centers.numel()
+    dev = centers.device
+    allow = NULL if allow_mask is None or allow_mask.numel() == 0 else _ptr(allow_mask)
+    kern = f"heter_infer_{_col_suffix(col)}"
+    counts = torch.zeros(B, dtype=torch.int64, device=dev)
+    head = (_ptr(rowptr), _ptr(col), _ptr(centers), np.int64(B), allow, np.uint64(seed), np.uint32(step),
+            np.int64(n_test))
+    _launch("sampling", kern, B, head + (_ptr(counts), NULL, NULL, np.int32(0)), dev)
+    node_ptr = _prefix(counts)
+    n_id = torch.empty(int(node_ptr[-1]), dtype=torch.int64, device=dev)
+    _launch("sampling", kern, B, head + (NULL, _ptr(node_ptr), _ptr(n_id), np.int32(1)), dev)
+    return node_ptr, n_id
+
+
 def heter_edges(rowptr, col, n_id, node_ptr, induced):
     """(2, E) int64 edge_index (block-diagonal local ids) of the induced (or star) sub-graph of
     every node list: count pass, cumsum, fill pass, as the C++ sampler."""
@@ -546,3 +592,163 @@ def fingerprint(data, k_nh, k_pad, k_prf, out) -> None:
     _launch("fingerprint", "fingerprint_u8", min(32 * ((nb + 31) // 32), _FP_MAX_THREADS),
             (_ptr(data), np.int64(data.numel()), np.uint64(k_nh), np.uint64(k_pad), np.uint64(k_prf),
              _ptr(out)), data.device)
+# --- edge mechanisms (edges.cu) and graph checks (graph.cu) -----------------------------------
+# Same contracts as the C++ entry points of csrc/cpu/edges.cpp; data arguments are CUDA
+# tensors.  Variable-size outputs: count launch, torch.cumsum, one host read of the total
+# (the only sync: the size of the allocation), fill launch.
+
+def _prefix(counts):
+    """rowptr (n + 1, int64) of per-row counts, on the device."""
+    import torch
+
+    rp = torch.zeros(counts.numel() + 1, dtype=torch.int64, device=counts.device)
+    torch.cumsum(counts, 0, out=rp[1:])
+    return rp
+
+
+def dprr_probs(rowptr, noise, g, p, pm):
+    """(d_star, q, p_true, p_false), float64 per user: DPRR lines 2-7 (csrc/common/edges.h
+    dprr_probs) from the CSR degrees and the int64 degree noise (n,) in grid units."""
+    import torch
+
+    n = rowptr.numel() - 1
+    if noise.numel() != n or noise.dtype != torch.int64:
+        raise ValueError(f"noise: expected {n} int64 values")
+    outs = [torch.empty(n, dtype=torch.float64, device=rowptr.device) for _ in range(4)]
+    _launch("edges", "dprr_probs", n, (_ptr(rowptr), _ptr(noise.contiguous()), np.int64(n), np.float64(g),
+                                       np.float64(p), np.float64(pm), *[_ptr(o) for o in outs]), rowptr.device)
+    return tuple(outs)
+
+
+def edges_rr(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub=None):
+    """Noisy lists of the sparse RR sampler as a CSR (rowptr, col): row i keeps each true edge
+    with probability p_true[i] and each non-neighbour j != i with p_false[i]; pub (uint8,
+    optional): rows copied unchanged.  Same bits as the C++ edges_rr_sample / _count + _fill."""
+    import torch
+
+    n = rowptr.numel() - 1
+    for t, nm in ((p_true, "p_true"), (p_false, "p_false")):
+        if t.dtype != torch.float64 or t.numel() != n:
+            raise ValueError(f"{nm}: expected {n} float64 values")
+    pp = NULL if pub is None or pub.numel() == 0 else _ptr(pub)
+    if pp is not NULL and (pub.dtype != torch.uint8 or pub.numel() != n):
+        raise ValueError(f"public: expected {n} uint8 flags")
+    kern = f"rr_edges_{_col_suffix(col)}"
+    dev = rowptr.device
+    counts = torch.zeros(n, dtype=torch.int64, device=dev)
+    head = (_ptr(rowptr), _ptr(col), np.int64(n), np.uint64(seed), np.uint32(st_t), np.uint32(c_t),
+            np.uint32(st_f), np.uint32(c_f), _ptr(p_true), _ptr(p_false), pp)
+    _launch("edges", kern, n, head + (_ptr(counts), NULL, NULL, np.int32(0)), dev)
+    orp = _prefix(counts)
+    ocol = torch.empty(int(orp[-1]), dtype=col.dtype, device=dev)
+    _launch("edges", kern, n, head + (NULL, _ptr(orp), _ptr(ocol), np.int32(1)), dev)
+    return orp, ocol
+
+
+def locallap_edge_values(rowptr, col, seed, t, s, one, out_val) -> None:
+    """out_val[k] = one + DLap(t, s) for every entry (i, j > i), INT64_MIN below the diagonal."""
+    n = rowptr.numel() - 1
+    if t < 1 or s < 1:
+        raise ValueError("t, s: expected >= 1")
+    _launch("edges", f"ll_edge_values_{_col_suffix(col)}", n,
+            (_ptr(rowptr), _ptr(col), np.int64(n), np.uint64(seed), np.uint64(t), np.uint64(s),
+             np.int64(one), _ptr(out_val)), rowptr.device)
+
+
+def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s):
+    """LocalLap zero candidates of round ``rnd`` as (rowptr, col, int64 values); same bits as
+    the C++ locallap_zero / locallap_zero_sample."""
+    import torch
+
+    n = excl_rowptr.numel() - 1
+    if t < 1 or s < 1:
+        raise ValueError("t, s: expected >= 1")
+    kern = f"ll_zero_{_col_suffix(excl_col)}"
+    dev = excl_rowptr.device
+    counts = torch.zeros(n, dtype=torch.int64, device=dev)
+    head = (_ptr(excl_rowptr), _ptr(excl_col), np.int64(n), np.uint64(seed), np.uint32(rnd), np.float64(pi),
+            np.int64(lo), np.int64(hi), np.uint64(t), np.uint64(s))
+    _launch("edges", kern, n, head + (_ptr(counts), NULL, NULL, NULL, np.int32(0)), dev)
+    orp = _prefix(counts)
+    nnz = int(orp[-1])
+    oc = torch.empty(nnz, dtype=excl_col.dtype, device=dev)
+    ov = torch.empty(nnz, dtype=torch.int64, device=dev)
+    _launch("edges", kern, n, head + (NULL, _ptr(orp), _ptr(oc), _ptr(ov), np.int32(1)), dev)
+    return orp, oc, ov
+
+
+def csr_combine(rowptr_a, col_a, rowptr_b, col_b, mode):
+    """Row-wise union (0) / intersection (1) / lower (2) / upper (3) of two sorted CSRs of one
+    column dtype, as (rowptr, col)."""
+    import torch
+
+    if mode not in (0, 1, 2, 3):
+        raise ValueError("mode: expected 0..3")
+    if col_a.dtype != col_b.dtype:
+        raise ValueError(f"col_b: dtype {col_b.dtype} differs from col_a ({col_a.dtype})")
+    n = rowptr_a.numel() - 1
+    if rowptr_b.numel() != n + 1:
+        raise ValueError(f"rowptr_b: expected {n + 1} elements")
+    kern = f"csr_combine_{_col_suffix(col_a)}"
+    dev = rowptr_a.device
+    counts = torch.zeros(n, dtype=torch.int64, device=dev)
+    head = (_ptr(rowptr_a), _ptr(col_a), _ptr(rowptr_b), _ptr(col_b), np.int64(n), np.int32(mode))
+    _launch("edges", kern, n, head + (_ptr(counts), NULL, NULL, np.int32(0)), dev)
+    orp = _prefix(counts)
+    oc = torch.empty(int(orp[-1]), dtype=col_a.dtype, device=dev)
+    _launch("edges", kern, n, head + (NULL, _ptr(orp), _ptr(oc), np.int32(1)), dev)
+    return orp, oc
+
+
+def edges_check_csr(rowptr, col) -> int:
+    """Flags of a CSR (1 range, 2 unsorted / duplicate, 4 self loop, 8 asymmetric), as the C++
+    edges_check_csr; one host read of two words."""
+    import torch
+
+    n = rowptr.numel() - 1
+    out = torch.zeros(2, dtype=torch.int64, device=rowptr.device)
+    _launch("graph", f"check_csr_{_col_suffix(col)}", n, (_ptr(rowptr), _ptr(col), np.int64(n), _ptr(out)),
+            rowptr.device)
+    f, h = (int(v) for v in out.tolist())
+    return f | (8 if h != 0 else 0)
+
+
+def csr_to_edge_index(rowptr, col, out_ei, layout) -> None:
+    """(2, nnz) int64 edge_index of a CSR into out_ei: layout 0 (col, row), 1 (row, col)."""
+    if layout not in (0, 1):
+        raise ValueError("layout: expected 0 (col, row) or 1 (row, col)")
+    n = rowptr.numel() - 1
+    if tuple(out_ei.shape) != (2, col.numel()):
+        raise ValueError(f"out_ei: expected shape (2, {col.numel()})")
+    _launch("graph", f"csr_to_edge_index_{_col_suffix(col)}", n,
+            (_ptr(rowptr), _ptr(col), np.int64(n), _ptr(out_ei), np.int32(layout)), rowptr.device)
+
+
+SORTED_CHUNK = 32  # edges per thread of sorted_csr_* (graph.cu)
+
+
+def edges_sorted_csr(src, dst, n, out_rowptr, out_col) -> int:
+    """CSR of an edge_index sorted by (source, target) into out_rowptr / out_col, checked in the
+    same pass; returns the edges_check_csr flags (flags & 3: outputs not built), as the C++
+    edges_sorted_csr.  One host read of two words."""
+    import torch
+
+    E = src.numel()
+    if dst.numel() != E or dst.dtype != src.dtype:
+        raise ValueError(f"dst: expected {E} values of dtype {src.dtype} (as src)")
+    if out_rowptr.numel() != n + 1 or out_col.numel() != E:
+        raise ValueError(f"out_rowptr, out_col: expected {n + 1} and {E} elements")
+    if n < 0:
+        raise ValueError("n: expected >= 0")
+    if E == 0:
+        out_rowptr.zero_()
+        return 0
+    out = torch.zeros(2, dtype=torch.int64, device=src.device)
+    kern = f"sorted_csr_{_col_suffix(src)}_{_col_suffix(out_col)}"
+    _launch("graph", kern, (E + SORTED_CHUNK - 1) // SORTED_CHUNK,
+            (_ptr(src), _ptr(dst), np.int64(E), np.int64(n), _ptr(out_rowptr), _ptr(out_col), _ptr(out)),
+            src.device)
+    f, h = (int(v) for v in out.tolist())
+    if f & 3:
+        return f
+    return f | (8 if h != 0 else 0)

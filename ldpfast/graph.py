@@ -15,7 +15,15 @@ host memory), so nothing is copied to the host: :func:`to_csr` / :func:`as_adj_t
 neighbour comparison, sum repeated weights rank by rank in edge order, and build ``rowptr``
 with ``bincount`` + ``cumsum``; :func:`transpose` is a stable sort by column.  All of these
 are deterministic (no atomics) and give the C++ result (same entries, same sums, same
-order).  Host syncs remain for sizes and range checks.
+order).  Host syncs remain for sizes and range checks.  Why torch-native there: a stable
+device sort on a 64-bit key is what a hand-written kernel would do (a radix sort), and
+torch's is tuned and already gives the C++ counting sort's order.  The structure kernels the
+edge mechanisms need on CUDA have their own launchers in ``csrc/cuda/graph.cu`` (body in
+``csrc/common/graph.h``, shared with the C++ check): the CSR check (range, order, repeats,
+self loops, symmetry fingerprint; atomics only on a bitwise OR and a sum mod 2^64, which
+commute) and the CSR -> ``edge_index`` writer, and the one-pass check-and-build of an ``edge_index``
+already sorted by (source, target) (``edges_sorted_csr``, PyG's coalesced order: no sort
+needed; any other order falls back to the torch-native build).
 """
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ assembly inlines headers (so CuPy's cache key covers them); and the C++ build ru
 branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin.
 With a GPU (``pytest -m cuda``): bit-identity of every CUDA kernel with the C++ kernel
 (propagation: rows of at most ``_cuda.SPMM_CHUNK`` entries; longer, chunked rows are checked
-close and deterministic), propagate's autograd and KProp on CUDA against CPU, and the public
-feature / label ops keep CUDA tensors on the device.
+close and deterministic), propagate's autograd and KProp on CUDA against CPU, the public
+feature / label ops keep CUDA tensors on the device, the edge kernels (edges.cu, graph.cu) and
+the edge mechanisms (dprr, rr_edges, local_laplace, every server rule) and inference
+sub-graphs equal the C++ results bit for bit.  None of these GPU tests has run yet.
 """
 import ctypes
 import shutil
@@ -148,7 +150,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
-@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint"])
+@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint", "edges", "graph"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -266,6 +268,23 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                               2, 0.5, 2.0, True, ub, torch.empty(6, dtype=torch.int64),
                               torch.empty(12, dtype=torch.int64), torch.empty(12, dtype=torch.uint8))
         _cuda.heter_edges(rowptr, col, torch.arange(6), torch.arange(7), True)
+        for allow in (None, mask):
+            _cuda.heter_infer(rowptr, col, cand, allow, 1, 2, 13)
+    for ct in (torch.int32, torch.int64):  # edges.cu, graph.cu
+        rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])
+        col = torch.zeros(6, dtype=ct)
+        pr = torch.full((6,), 0.5, dtype=torch.float64)
+        for pub in (None, torch.zeros(6, dtype=torch.uint8)):  # None: nobody public (null pointer)
+            _cuda.edges_rr(rowptr, col, 1, 7, 0, 8, 0, pr, pr, pub)
+        _cuda.locallap_edge_values(rowptr, col, 1, 3, 2, 1024, torch.empty(6, dtype=torch.int64))
+        _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, -5, 2**63 - 1, 3, 2)
+        _cuda.csr_combine(rowptr, col, rowptr, col, 0)
+        _cuda.edges_check_csr(rowptr, col)
+        _cuda.csr_to_edge_index(rowptr, col, torch.empty(2, 6, dtype=torch.int64), 1)
+        for it in (torch.int32, torch.int64):
+            src = torch.zeros(70, dtype=it)
+            _cuda.edges_sorted_csr(src, src, 6, torch.empty(7, dtype=torch.int64), torch.empty(70, dtype=ct))
+    _cuda.dprr_probs(torch.tensor([0, 0, 1, 2, 5, 5, 6]), torch.zeros(6, dtype=torch.int64), 2.0**-10, 0.7, 0.3)
     for nbytes in (0, 1, 1000):
         _cuda.fingerprint(torch.zeros(nbytes, dtype=torch.uint8), 1, 2, 2**64 - 1,
                           torch.zeros(2, dtype=torch.int64))
@@ -293,8 +312,13 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         assert n > 0
     # only optional pointers may be null: spmm's val, heter_nodes' allow, and heter_edges'
     # fill-only (edge_ptr, src, dst) or count-only (counts) outputs
+    # edge kernels' count-only (counts) or fill-only (out_rowptr, outputs) pointers and RR's pub
     allowed = {("spmm_", 2), ("heter_nodes_", 6), ("heter_edges_", 6), ("heter_edges_", 7),
-               ("heter_edges_", 8), ("heter_edges_", 9)}
+               ("heter_edges_", 8), ("heter_edges_", 9),
+               ("heter_infer_", 4), ("heter_infer_", 8), ("heter_infer_", 9), ("heter_infer_", 10),
+               ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
+               ("ll_zero_", 10), ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13),
+               ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 
@@ -701,3 +725,170 @@ def test_spmm_plan_covers_each_long_row_once_in_order(chunk):
         assert (chunk_row[q0:q1] == i).all()
         starts = chunk_k0[q0:q1].tolist()
         assert starts == list(range(int(rp[i]), int(rp[i + 1]), chunk))
+
+
+# --- edge mechanisms on a GPU (edges.cu, graph.cu) ----------------------------------------------
+def _edge_graph(col_dtype, n=2000, hub=1500, seed=3):
+    from ldpfast.graph import CSR, to_csr
+
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, 6 * n), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.zeros(hub, dtype=torch.long), torch.arange(1, hub + 1)])], 1)
+    csr = to_csr(ei, n, symmetrize=True)
+    return CSR(csr.rowptr, csr.col.to(col_dtype), n)
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("col_dtype", [torch.int32, torch.int64])
+def test_gpu_edge_kernels_bit_identical_to_cpp(col_dtype):
+    import ldpfast._C as C
+
+    csr = _edge_graph(col_dtype)
+    n = csr.num_nodes
+    rp, col = csr.rowptr, csr.col
+    rpd, cold = rp.cuda(), col.cuda()
+    rng = np.random.default_rng(2)
+    # DPRR probabilities from the degree noise
+    noise = rng.integers(-40000, 40000, n)
+    p, pm = 0.8, 0.2
+    want = [np.empty(n) for _ in range(4)]
+    C.dprr_probs(rp.numpy(), noise, 2.0**-10, p, pm, *want)
+    got = _cuda.dprr_probs(rpd, torch.from_numpy(noise).cuda(), 2.0**-10, p, pm)
+    for a, b in zip(got, want):
+        assert a.cpu().numpy().tobytes() == b.tobytes()
+    # sparse RR: ordinary, always / never kept, public rows
+    pt, pf = rng.uniform(0, 1, n), rng.uniform(0, 0.01, n)
+    pt[:30], pf[:30], pt[30:60], pf[30:60] = 1.0, 0.0, 0.0, 0.05
+    pub = (rng.uniform(size=n) < 0.1).astype(np.uint8)
+    for pb in (None, pub):
+        orp = np.zeros(n + 1, dtype=np.int64)
+        args = (rp.numpy(), col.numpy(), 2**63 + 5, 7, 0, 8, 0, pt, pf, np.empty(0, np.uint8) if pb is None else pb)
+        C.edges_rr_count(*args, orp, True)
+        np.cumsum(orp, out=orp)
+        oc = np.empty(int(orp[n]), dtype=col.numpy().dtype)
+        C.edges_rr_fill(*args, orp, oc)
+        g_rp, g_col = _cuda.edges_rr(rpd, cold, 2**63 + 5, 7, 0, 8, 0, torch.from_numpy(pt).cuda(),
+                                     torch.from_numpy(pf).cuda(), None if pb is None else torch.from_numpy(pb).cuda())
+        assert np.array_equal(g_rp.cpu().numpy(), orp) and np.array_equal(g_col.cpu().numpy(), oc)
+    # LocalLap entry values and zero candidates (bounded and unbounded bands, an exclusion CSR)
+    vals = np.empty(col.numel(), dtype=np.int64)
+    C.locallap_edge_values(rp.numpy(), col.numpy(), 11, 9, 7, 1024, vals)
+    gv = torch.empty(col.numel(), dtype=torch.int64, device="cuda")
+    _cuda.locallap_edge_values(rpd, cold, 11, 9, 7, 1024, gv)
+    assert np.array_equal(gv.cpu().numpy(), vals)
+    for rnd, pi, lo, hi in ((0, 0.001, 5000, 2**63 - 1), (1, 0.01, -300, 5000), (2, 1.0, -(2**63), -300)):
+        orp = np.zeros(n + 1, dtype=np.int64)
+        a = (rp.numpy(), col.numpy(), 13, rnd, pi, lo, hi, 9, 7)
+        C.locallap_zero(*a, orp, np.empty(0, col.numpy().dtype), np.empty(0, np.int64), False)
+        np.cumsum(orp, out=orp)
+        zc, zv = np.empty(int(orp[n]), col.numpy().dtype), np.empty(int(orp[n]), np.int64)
+        C.locallap_zero(*a, orp, zc, zv, True)
+        g_rp, g_c, g_v = _cuda.locallap_zero(rpd, cold, 13, rnd, pi, lo, hi, 9, 7)
+        for x, y in ((g_rp, orp), (g_c, zc), (g_v, zv)):
+            assert np.array_equal(x.cpu().numpy(), y), rnd
+    # server-side combination of the graph with a random other CSR, every mode
+    other = _edge_graph(col_dtype, seed=8)
+    for mode in range(4):
+        args = (rp.numpy(), col.numpy(), other.rowptr.numpy(), other.col.numpy(), mode)
+        orp = np.zeros(n + 1, dtype=np.int64)
+        C.csr_combine(*args, orp, np.empty(0, col.numpy().dtype), False)
+        np.cumsum(orp, out=orp)
+        oc = np.empty(int(orp[n]), col.numpy().dtype)
+        C.csr_combine(*args, orp, oc, True)
+        g_rp, g_c = _cuda.csr_combine(rpd, cold, other.rowptr.cuda(), other.col.cuda(), mode)
+        assert np.array_equal(g_rp.cpu().numpy(), orp) and np.array_equal(g_c.cpu().numpy(), oc), mode
+    # one-pass CSR of a sorted edge_index (and of broken ones: the flags must agree)
+    ei = torch.stack([torch.repeat_interleave(torch.arange(n), rp[1:] - rp[:-1]), col.long()])
+    for it in (torch.int32, torch.int64):
+        for name, e in (("sorted", ei), ("self loop", torch.cat([ei, torch.tensor([[n - 1], [n - 1]])], 1)),
+                        ("unsorted", ei.flip(1)), ("range", torch.cat([ei, torch.tensor([[n - 1], [n]])], 1)),
+                        ("asymmetric", ei[:, :-1]), ("empty", ei[:, :0])):
+            e = e.to(it)
+            w_rp, w_col = np.empty(n + 1, np.int64), np.empty(e.size(1), col.numpy().dtype)
+            want_f = C.edges_sorted_csr(e[0].contiguous().numpy(), e[1].contiguous().numpy(), n, w_rp, w_col)
+            g_rp = torch.empty(n + 1, dtype=torch.int64, device="cuda")
+            g_col = torch.empty(e.size(1), dtype=col.dtype, device="cuda")
+            got_f = _cuda.edges_sorted_csr(e[0].contiguous().cuda(), e[1].contiguous().cuda(), n, g_rp, g_col)
+            if want_f & 3:  # not built: which later flags were seen depends on where the passes stopped
+                assert got_f & 3 == want_f & 3, name
+            else:
+                assert got_f == want_f, name
+                assert np.array_equal(g_rp.cpu().numpy(), w_rp) and np.array_equal(g_col.cpu().numpy(), w_col), name
+    # checks and the edge_index writer
+    bad = col.clone()
+    bad[5], bad[40] = bad[4], n + 3  # a repeat and an id out of range
+    for c in (col, bad, col.flip(0)):
+        assert _cuda.edges_check_csr(rpd, c.cuda()) == C.edges_check_csr(rp.numpy(), c.numpy())
+    for layout in (0, 1):
+        ei = np.empty((2, col.numel()), dtype=np.int64)
+        C.csr_to_edge_index(rp.numpy(), col.numpy(), ei, layout)
+        gei = torch.empty((2, col.numel()), dtype=torch.int64, device="cuda")
+        _cuda.csr_to_edge_index(rpd, cold, gei, layout)
+        assert np.array_equal(gei.cpu().numpy(), ei)
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("rule", ["none", "or", "and", "lower", "upper"])
+def test_gpu_edge_mechanisms_stay_on_device_and_match_cpu(rule):
+    from torch_geometric.data import Data
+
+    from ldpfast.graph import CSR
+    from ldpfast.mechanisms import dprr, local_laplace, rr_edges, server_graph
+
+    csr = _edge_graph(torch.int32)
+    n = csr.num_nodes
+    dev = CSR(csr.rowptr.cuda(), csr.col.cuda(), n)
+    data = Data(edge_index=csr.to_edge_index().cuda(), num_nodes=n)
+    pub = torch.rand(n, generator=torch.Generator().manual_seed(1)) < 0.1
+    calls = [
+        ("dprr", lambda g, p: dprr(g, 2.0, seed=21, public=p, symmetrize=rule)),
+        ("rr_edges", lambda g, p: rr_edges(g, 4.0, seed=22, public=p, symmetrize=rule)),
+        ("local_laplace", lambda g, p: local_laplace(g, 1.0, seed=23)),
+        ("local_laplace rounds", lambda g, p: local_laplace(g, 3.0, seed=24, _target=20.0)),
+    ]
+    for name, call in calls:
+        want = call(csr, pub)
+        for g in (dev, data):
+            got = call(g, pub.cuda())
+            assert got.backend == "cuda" and got.noisy.col.is_cuda and got.edge_index.is_cuda, name
+            for a, b in ((got.noisy, want.noisy), (got.graph(), want.graph())):
+                assert torch.equal(a.rowptr.cpu(), b.rowptr) and torch.equal(a.col.cpu(), b.col), name
+            assert torch.equal(got.edge_index.cpu(), want.edge_index), name
+            for f in ("d_star", "q"):
+                a, b = getattr(got, f), getattr(want, f)
+                if b is not None:
+                    assert a.is_cuda and torch.equal(a.cpu().nan_to_num(-7), b.nan_to_num(-7)), (name, f)
+            assert got.spent.params == want.spent.params, name
+    g_noisy = dprr(dev, 2.0, seed=21).noisy
+    assert torch.equal(server_graph(g_noisy, rule).col.cpu(), server_graph(dprr(csr, 2.0, seed=21).noisy, rule).col)
+    with pytest.raises(ValueError, match="public is on cpu but graph is on cuda"):
+        dprr(dev, 2.0, seed=1, public=pub)
+    with pytest.raises(ValueError, match=r"CSR.col is on cpu but CSR.rowptr is on cuda"):
+        dprr(CSR(dev.rowptr, csr.col, n), 2.0, seed=1)
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("induced", [True, False])
+def test_gpu_inference_subgraphs_bit_identical_to_cpu(induced):
+    from torch_geometric.data import Data
+
+    from ldpfast.sampling import inference_subgraphs
+
+    g = torch.Generator().manual_seed(6)
+    n = 3000
+    ei = torch.randint(0, n, (2, 40000), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, 2001), torch.zeros(2000, dtype=torch.long)])], 1)
+    x = torch.rand(n, 5, generator=g)
+    y = torch.randint(0, 4, (n,), generator=g)
+    test = torch.rand(n, generator=g) < 0.3
+    test[0] = True  # the hub: a long row (the C++ build takes nth_element there, the GPU the scans)
+    allow = ~(torch.rand(n, generator=g) < 0.6)
+    for n_test, periph in ((13, None), (13, allow), (0, None), (40, allow)):
+        kw = {"peripheral_nodes": periph, "seed": 3, "step": 5, "induced": induced}
+        want = inference_subgraphs(Data(x=x, y=y, edge_index=ei, num_nodes=n), test, n_test, **kw)
+        got = inference_subgraphs(Data(x=x.cuda(), y=y.cuda(), edge_index=ei.cuda(), num_nodes=n), test.cuda(),
+                                  n_test, **{**kw, "peripheral_nodes": None if periph is None else periph.cuda()})
+        for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
+            a = getattr(got, f)
+            assert a.is_cuda, f
+            assert torch.equal(a.cpu(), getattr(want, f)), (n_test, f)

@@ -1,12 +1,15 @@
 """Routing of CUDA inputs, testable without a GPU.
 
-Every public entry point of ``ldpfast.mechanisms.features`` and ``ldpfast.mechanisms.labels``
-must send a CUDA-device input to the CUDA backend and never copy it (or anything computed
-from it) to the host.  Here a CPU tensor subclass plays the CUDA input: ``_backend.device_of``
-is patched to call it "cuda", a recording module stands in for ``ldpfast._cuda``, and the
-subclass logs every host copy (``.cpu()``, ``.numpy()``, ``.to(cpu)``, ``.tolist()``,
-``__array__``) made of it or of any tensor derived from it.  Results are not checked (the
-fake kernels write zeros); the GPU tests in test_cuda.py do that.
+Every public entry point of ``ldpfast.mechanisms.features`` and ``ldpfast.mechanisms.labels``,
+the edge mechanisms (``dprr``, ``rr_edges``, ``local_laplace``, ``server_graph``),
+propagation and the HeterPoisson / inference samplers must send a CUDA-device input to the
+CUDA backend and never copy it (or anything computed from it) to the host.  Here a CPU
+tensor subclass plays the CUDA input: ``_backend.device_of`` is patched to call it "cuda", a
+recording module stands in for ``ldpfast._cuda``, and the subclass logs every host copy
+(``.cpu()``, ``.numpy()``, ``.to(cpu)``, ``.tolist()``, ``__array__``) made of it or of any
+tensor derived from it.  The feature / label fakes write zeros (results are checked by the GPU
+tests in test_cuda.py); the propagation, sampling and edge fakes run the C++ kernels on the
+same memory, so the device-side Python is also checked against the CPU result bit for bit.
 """
 from __future__ import annotations
 
@@ -383,7 +386,21 @@ def fake_cuda_sampling(fake_cuda_prop):
         csr = CSR(rp.as_subclass(torch.Tensor), col.as_subclass(torch.Tensor), rp.numel() - 1)
         return _dev(H._edges(C, csr, _plain_np(n_id), _plain_np(node_ptr), induced))
 
+    def heter_infer(rp, col, centers, allow, seed, step, n_test):
+        log.append("heter_infer")
+        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else _plain_np(allow)
+        B = centers.numel()
+        counts = np.empty(B, dtype=np.int64)
+        args = (_plain_np(rp), _plain_np(col), _plain_np(centers), allow, seed, step, n_test)
+        C.heter_infer_nodes(*args, counts, np.empty(0, np.int64), False)
+        node_ptr = np.zeros(B + 1, dtype=np.int64)
+        np.cumsum(counts, out=node_ptr[1:])
+        n_id = np.empty(int(node_ptr[B]), dtype=np.int64)
+        C.heter_infer_nodes(*args, node_ptr, n_id, True)
+        return _dev(torch.from_numpy(node_ptr)), _dev(torch.from_numpy(n_id))
+
     mod.heter_central, mod.heter_nodes, mod.heter_edges = heter_central, heter_nodes, heter_edges
+    mod.heter_infer = heter_infer
     return log
 
 
@@ -416,3 +433,242 @@ def test_heterpoisson_device_data_runs_the_cuda_kernels_and_matches_cpu(fake_cud
             assert torch.equal(a.as_subclass(torch.Tensor), b), (t, f)
     assert DeviceInput.copies == [], DeviceInput.copies
     assert {"heter_central", "heter_nodes", "heter_edges"} <= set(fake_cuda_sampling)
+
+
+@pytest.mark.parametrize("induced", [True, False])
+@pytest.mark.parametrize("periph", [False, True])
+def test_inference_subgraphs_device_data_runs_the_cuda_kernels_and_matches_cpu(fake_cuda_sampling, induced,
+                                                                               periph):
+    from torch_geometric.data import Data
+
+    from ldpfast.sampling import inference_subgraphs
+
+    gg = torch.Generator().manual_seed(12)
+    n = 300
+    ei = torch.randint(0, n, (2, 2400), generator=gg)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, 200), torch.zeros(199, dtype=torch.long)])], 1)  # a hub
+    x = torch.rand(n, 4, generator=gg)
+    y = torch.randint(0, 3, (n,), generator=gg)
+    test = torch.rand(n, generator=gg) < 0.4
+    test[0] = True
+    allow = (torch.rand(n, generator=gg) < 0.7) if periph else None
+    for n_test in (0, 3, 13):
+        kw = {"peripheral_nodes": allow, "seed": 4, "step": 2, "induced": induced}
+        with _cpu_kernels():
+            want = inference_subgraphs(Data(x=x, y=y, edge_index=ei, num_nodes=n), test, n_test, **kw)
+        got = inference_subgraphs(Data(x=_dev(x), y=_dev(y), edge_index=_dev(ei), num_nodes=n), _dev(test),
+                                  n_test, **{**kw, "peripheral_nodes": None if allow is None else _dev(allow)})
+        for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
+            a, b = getattr(got, f), getattr(want, f)
+            assert torch.equal(a.as_subclass(torch.Tensor), b), (n_test, f)
+    assert DeviceInput.copies == [], DeviceInput.copies
+    assert "heter_infer" in fake_cuda_sampling and "heter_edges" in fake_cuda_sampling
+
+
+# --- edge mechanisms (dprr, rr_edges, local_laplace, server_graph) ----------------------------
+# The fake edge kernels run the C++ kernels on plain views of the same memory (count, prefix
+# sum, fill, as ldpfast._cuda does on the GPU), so the device path of mechanisms/edges.py
+# (device CSR build and checks, probabilities, public users, LocalLap's rounds, top-T on the
+# device, masked CSRs, unions, transpose, server rules) is checked against the CPU result bit
+# for bit, and must make no host copy.
+def _np(t):
+    return t.as_subclass(torch.Tensor).numpy()
+
+
+def _two_pass(count, fill, n, dtype, with_val=False):
+    counts = np.zeros(n + 1, dtype=np.int64)
+    count(counts)
+    np.cumsum(counts, out=counts)
+    col = np.empty(int(counts[n]), dtype=dtype)
+    val = np.empty(int(counts[n]), dtype=np.int64) if with_val else None
+    fill(counts, col, val)
+    out = (_dev(torch.from_numpy(counts)), _dev(torch.from_numpy(col)))
+    return out + ((_dev(torch.from_numpy(val)),) if with_val else ())
+
+
+@pytest.fixture
+def fake_cuda_edges(fake_cuda_prop):
+    import ldpfast._C as C
+
+    log = fake_cuda_prop
+    mod = _backend._cache["cuda"]
+    none = np.empty(0, np.uint8)
+
+    def rec(name, f):
+        def g(*a):
+            for x in a:
+                assert not isinstance(x, np.ndarray), (name, "host array passed to a CUDA kernel")
+            log.append(name)
+            return f(*a)
+        return g
+
+    def fill_discrete_laplace(out, seed, stream, row0, t, s):
+        C.fill_discrete_laplace(_np(out), seed, stream, row0, t, s)
+
+    def dprr_probs(rowptr, noise, g_, p, pm):
+        n = rowptr.numel() - 1
+        outs = [np.empty(n) for _ in range(4)]
+        C.dprr_probs(_np(rowptr), _np(noise), g_, p, pm, *outs)
+        return tuple(_dev(torch.from_numpy(o)) for o in outs)
+
+    def edges_rr(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub):
+        args = (_np(rp), _np(col), seed, st_t, c_t, st_f, c_f, _np(pt), _np(pf),
+                none if pub is None else _np(pub))
+        return _two_pass(lambda orp: C.edges_rr_count(*args, orp, True),
+                         lambda orp, oc, _: C.edges_rr_fill(*args, orp, oc), rp.numel() - 1,
+                         _np(col).dtype)
+
+    def locallap_edge_values(rp, col, seed, t, s, one, out):
+        C.locallap_edge_values(_np(rp), _np(col), seed, t, s, one, _np(out))
+
+    def locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, t, s):
+        args = (_np(erp), _np(ecol), seed, rnd, pi, lo, hi, t, s)
+        e = np.empty(0, _np(ecol).dtype)
+        return _two_pass(lambda orp: C.locallap_zero(*args, orp, e, np.empty(0, np.int64), False),
+                         lambda orp, oc, ov: C.locallap_zero(*args, orp, oc, ov, True), erp.numel() - 1,
+                         _np(ecol).dtype, with_val=True)
+
+    def csr_combine(ra, ca, rb, cb, mode):
+        args = (_np(ra), _np(ca), _np(rb), _np(cb), mode)
+        return _two_pass(lambda orp: C.csr_combine(*args, orp, np.empty(0, _np(ca).dtype), False),
+                         lambda orp, oc, _: C.csr_combine(*args, orp, oc, True), ra.numel() - 1,
+                         _np(ca).dtype)
+
+    def edges_check_csr(rp, col):
+        return C.edges_check_csr(_np(rp), _np(col))
+
+    def csr_to_edge_index(rp, col, out, layout):
+        C.csr_to_edge_index(_np(rp), _np(col), _np(out), layout)
+
+    def edges_sorted_csr(src, dst, n, out_rowptr, out_col):
+        return C.edges_sorted_csr(_np(src), _np(dst), n, _np(out_rowptr), _np(out_col))
+
+    for name, f in list(locals().items()):
+        if callable(f) and name not in ("rec", "C"):
+            setattr(mod, name, rec(name, f))
+    return log
+
+
+def _edge_data(n=60, e=300, seed=3):
+    from torch_geometric.data import Data
+
+    from ldpfast.graph import to_csr
+
+    gg = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, e), generator=gg)
+    with _cpu_kernels():
+        csr = to_csr(ei, n, symmetrize=True)
+    pub = torch.rand(n, generator=gg) < 0.2
+    return csr, Data(edge_index=csr.to_edge_index(), num_nodes=n), pub
+
+
+def _same_result(got, want, what):
+    from ldpfast.graph import CSR
+
+    for f in ("noisy_degrees", "d_star", "q", "edge_index"):
+        a, b = getattr(got, f), getattr(want, f)
+        assert (a is None) == (b is None), (what, f)
+        if a is not None:
+            assert a.dtype == b.dtype and torch.equal(a.as_subclass(torch.Tensor).nan_to_num(-7),
+                                                      b.nan_to_num(-7)), (what, f)
+    for g_, w in ((got.noisy, want.noisy), (got.graph(), want.graph())):
+        assert isinstance(g_, CSR)
+        for f in ("rowptr", "col"):
+            a, b = getattr(g_, f), getattr(w, f)
+            assert a.dtype == b.dtype and torch.equal(a.as_subclass(torch.Tensor), b), (what, f)
+    assert got.spent.eps == want.spent.eps and got.spent.params == want.spent.params, what
+    assert got.backend == "cuda", what
+
+
+def _csr_dev(csr):
+    from ldpfast.graph import CSR
+
+    return CSR(_dev(csr.rowptr), _dev(csr.col), csr.num_nodes)
+
+
+@pytest.mark.parametrize("form", ["csr", "data"])
+@pytest.mark.parametrize("rule", ["none", "or", "and", "lower", "upper"])
+@pytest.mark.parametrize("backend", [None, "cuda"])
+def test_edge_mechanisms_device_input_run_the_cuda_kernels_and_match_cpu(fake_cuda_edges, form, rule,
+                                                                         backend):
+    from torch_geometric.data import Data
+
+    from ldpfast.mechanisms import dprr, local_laplace, rr_edges
+
+    csr, data, pub = _edge_data()
+    dev_graph = _csr_dev(csr) if form == "csr" else Data(edge_index=_dev(data.edge_index), num_nodes=60)
+    calls = [
+        ("dprr", lambda g, p, b: dprr(g, 2.0, seed=11, symmetrize=rule, public=p, backend=b)),
+        ("dprr eps1", lambda g, p, b: dprr(g, 3.0, seed=12, eps1=0.5, symmetrize=rule, backend=b)),
+        ("rr_edges", lambda g, p, b: rr_edges(g, 1.5, seed=13, symmetrize=rule, public=p, backend=b)),
+    ]
+    if rule == "none":
+        calls += [("local_laplace", lambda g, p, b: local_laplace(g, 1.0, seed=14, backend=b)),
+                  ("local_laplace rounds", lambda g, p, b: local_laplace(g, 4.0, seed=15, backend=b,
+                                                                       _target=3.0))]
+    for what, call in calls:
+        with _cpu_kernels():
+            want = call(csr if form == "csr" else data, pub, None)
+            want.edge_index, want.graph()  # computed on first access: with the CPU kernels
+        got = call(dev_graph, _dev(pub), backend)
+        if what.startswith("local_laplace rounds"):
+            assert got.spent.params["threshold_rounds"] > 1  # forced extra rounds were taken
+        _same_result(got, want, what)
+    assert DeviceInput.copies == [], DeviceInput.copies
+    assert "edges_rr" in fake_cuda_edges
+    # a sorted edge_index is built and checked in one pass; a CSR is checked
+    assert ("edges_sorted_csr" if form == "data" else "edges_check_csr") in fake_cuda_edges
+    if rule == "none":
+        assert {"locallap_zero", "locallap_edge_values", "dprr_probs"} <= set(fake_cuda_edges)
+    else:
+        assert "csr_combine" in fake_cuda_edges
+
+
+def test_edge_mechanisms_mixed_devices_name_both_tensors():
+    # 'meta' stands for a second device: no GPU needed to reach the checks.
+    from ldpfast.graph import CSR
+    from ldpfast.mechanisms import dprr, rr_edges
+
+    csr, _, pub = _edge_data()
+    with pytest.raises(ValueError, match=r"CSR.col is on meta but CSR.rowptr is on cpu"):
+        dprr(CSR(csr.rowptr, csr.col.to("meta"), csr.num_nodes), 1.0, seed=1)
+    with pytest.raises(ValueError, match=r"public is on meta but graph is on cpu"):
+        rr_edges(csr, 1.0, seed=1, public=pub.to("meta"))
+    with pytest.raises(ValueError, match=r"public is on meta but graph is on cpu"):
+        dprr(csr, 1.0, seed=1, public=pub.to("meta"))
+
+
+def test_edge_mechanisms_device_public_must_be_a_device_tensor(fake_cuda_edges):
+    from ldpfast.mechanisms import dprr
+
+    csr, _, pub = _edge_data()
+    with pytest.raises(TypeError, match="public: expected a bool torch.Tensor"):
+        dprr(_csr_dev(csr), 1.0, seed=1, public=pub.numpy())
+    with pytest.raises(ValueError, match=r"public: expected shape \(60,\)"):
+        dprr(_csr_dev(csr), 1.0, seed=1, public=_dev(pub[:5]))
+    assert "edges_rr" not in fake_cuda_edges  # nothing randomised
+
+
+def test_edge_mechanisms_bad_device_graph_is_reported_from_the_device_check(fake_cuda_edges):
+    from ldpfast.graph import CSR
+    from ldpfast.mechanisms import dprr
+
+    rp = torch.tensor([0, 1, 2, 3])
+    col = torch.tensor([1, 2, 0], dtype=torch.int32)  # a directed 3-cycle: asymmetric
+    with pytest.raises(ValueError, match="asymmetric"):
+        dprr(CSR(_dev(rp), _dev(col), 3), 1.0, seed=1)
+    assert fake_cuda_edges == ["edges_check_csr"]
+
+
+def test_edge_mechanisms_cuda_unavailable_gives_the_reason(monkeypatch):
+    from ldpfast.mechanisms import dprr
+
+    real = _backend.device_of
+    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
+        isinstance(t, DeviceInput) for t in ts) else real(*ts))
+    monkeypatch.setitem(_backend._cache, "cuda", RuntimeError("no CUDA device visible to torch"))
+    csr, _, _ = _edge_data()
+    with pytest.raises(_backend.BackendUnavailable, match="no CUDA device visible"):
+        dprr(_csr_dev(csr), 1.0, seed=1)
+    with pytest.raises(_backend.BackendUnavailable, match="cannot run on CUDA tensors"):
+        dprr(_csr_dev(csr), 1.0, seed=1, backend="cpp")

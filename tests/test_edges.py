@@ -780,3 +780,55 @@ def test_transforms_equal_their_mechanism_for_every_input_form():
             else:
                 want = E.transpose(ref.graph()) if ref.symmetrize == "none" else ref.graph()
                 assert "edge_index" not in out and _same(out.csr, want)
+
+
+# --------------------------------------------------------------------------------------------
+# shared per-row bodies (csrc/common/edges.h, graph.h: the code the CUDA kernels run)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dprr_probs_body_matches_the_numpy_reference_bit_for_bit(backend):
+    # edges::dprr_probs (C++ / CUDA body, Numba twin) against NumPy's eq. (6) + Proj + eq. (7):
+    # d* <= 0 (q = 0), tiny d*, q clipped at 1 (d* far above n), ordinary values, large n.
+    k = ldpfast._backend.get("cpu", backend)
+    g = np.random.default_rng(4)
+    for n, eps2 in ((13, 0.3), (1000, 1.0), (300_000, 4.0), (50, 40.0)):
+        m = n  # one row per user
+        deg = g.integers(0, min(n - 1, 10_000), m)
+        noise = g.integers(-20_000, 20_000, m)
+        noise[:5] = -deg[:5] * 1024  # d* = 0
+        noise[5:10] = -deg[5:10] * 1024 + 1  # d* = 2^-10
+        noise[10], noise[11], noise[12] = 0, 3 * n * 1024, 2**40  # q = 1 for the last two
+        rp = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(deg, out=rp[1:])
+        gr = 2.0 ** -10
+        p, pm = E._rr_probs(eps2)
+        outs = [np.empty(m) for _ in range(4)]
+        k.dprr_probs(rp, noise.astype(np.int64), gr, p, pm, *outs)
+        d_star = deg.astype(np.float64) + gr * noise.astype(np.float64)
+        _, _, q, pt, pf = E._bit_probs(d_star, n, eps2)
+        for got, want in zip(outs, (d_star, q, pt, pf)):
+            assert got.tobytes() == want.tobytes()
+        assert (outs[1] == 0).any() and (outs[1] == 1).any() and ((outs[1] > 0) & (outs[1] < 1)).any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shared_row_bodies_two_pass_equals_one_pass_with_public_rows_and_hubs(backend):
+    # The two-pass kernels (rr_row_count / rr_row_fill of edges.h, what each CUDA thread runs:
+    # no scratch, true and false cells interleaved) against the one-pass C++/Numba sampler
+    # (scratch buffers, cells consumed in another order): same rows, same bits.
+    g = torch.Generator().manual_seed(9)
+    n = 1500
+    ei = torch.randint(0, n, (2, 6000), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.zeros(900, dtype=torch.long), torch.arange(1, 901)])], 1)
+    csr = to_csr(ei, n, symmetrize=True)
+    pub = np.zeros(n, dtype=np.uint8)
+    pub[::11] = 1
+    rr = np.random.default_rng(1)
+    pt = rr.uniform(0, 1, n)
+    pf = rr.uniform(0, 0.02, n)
+    pt[:20], pf[:20] = 1.0, 0.0
+    pt[20:40], pf[20:40] = 0.0, 1.0
+    for p_pub in (None, pub):
+        a = E._rr_sample(csr, pt, pf, 7, public=p_pub, backend=backend)
+        b = E._rr_sample_two_pass(csr, pt, pf, 7, public=p_pub, backend=backend)
+        assert _same(a, b)

@@ -680,3 +680,28 @@ def test_reproduce_quick(tmp_path):
     assert reproduce_main(["--quick", "--out", str(tmp_path)]) == 0
     for f in ("heterpoisson.json", "heterpoisson.md", "heterpoisson_accuracy_vs_eps.png"):
         assert (tmp_path / f).exists()
+
+
+def test_inference_shared_scan_body_and_long_row_path_equal_numba():
+    # The C++ inference sampler runs the shared body heter::infer_row (k scans of the row: what
+    # each CUDA thread runs) when n_test * degree <= 2^16 and nth_element above; both must keep
+    # the same neighbours as the Numba twin (an independent selection), hubs and ties of ids
+    # included.  n_test = 13 on a hub of degree 6000 takes the long-row path, 3 the scans.
+    if len(BACKENDS) < 2:
+        pytest.skip("needs both the C++ and the Numba backend")
+    g = torch.Generator().manual_seed(21)
+    n = 7000
+    ei = torch.randint(0, n, (2, 30000), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, 6001), torch.zeros(6000, dtype=torch.long)])], 1)
+    data = Data(edge_index=clean_edge_index(ei, n), num_nodes=n)
+    test = torch.rand(n, generator=g) < 0.2
+    test[0] = True
+    for n_test in (0, 3, 13, 11000):
+        for allow in (None, torch.rand(n, generator=g) < 0.5):
+            a = inference_subgraphs(data, test, n_test, peripheral_nodes=allow, seed=2, step=1, backend="cpp")
+            b = inference_subgraphs(data, test, n_test, peripheral_nodes=allow, seed=2, step=1, backend="numba")
+            same_batch(a, b)
+            nb = data.edge_index[0][data.edge_index[1] == 0].unique()
+            avail = int(nb.numel() if allow is None else allow[nb].sum())
+            hub = a.n_id[a.ptr[0]:a.ptr[1]]
+            assert hub[0] == 0 and hub.numel() - 1 == min(n_test, avail) and avail > 6000 // 3

@@ -111,5 +111,70 @@ LDP_HD int64_t edges_row(const int64_t* rp, const C* col, const int64_t* n_id, i
     return cnt;
 }
 
+// ---- inference sub-graphs (section 4.4) ------------------------------------------------------
+// Neighbour j = col[e] of test node v is admissible when j != v and allow (null: all) allows it;
+// its rank key is CellRng(seed, STREAM_HETER_INFERENCE, e, step).next_u64(), and the
+// min(n_test, #admissible) smallest (key, j) pairs are kept: a uniform sample without
+// replacement.  The kept set is defined by the keys alone, so any selection algorithm that
+// finds it gives the same output (the C++ build uses nth_element on long rows).
+LDP_HD bool infer_admissible(int64_t j, int64_t v, const uint8_t* allow) { return j != v && (!allow || allow[j]); }
+
+LDP_HD uint64_t infer_key(uint64_t seed, uint32_t step, int64_t e) {
+    CellRng g(seed, STREAM_HETER_INFERENCE, (uint64_t)e, step);
+    return g.next_u64();
+}
+
+// (key, id) pairs in lexicographic order (ids are distinct in a row, so the order is total).
+LDP_HD bool pair_less(uint64_t ka, int64_t ja, uint64_t kb, int64_t jb) { return ka < kb || (ka == kb && ja < jb); }
+
+// Size 1 + k of test node v's sub-graph, k = min(n_test, #admissible).
+template <class C>
+LDP_HD int64_t infer_count(const int64_t* rp, const C* col, int64_t v, const uint8_t* allow, int64_t n_test) {
+    int64_t avail = 0;
+    for (int64_t e = rp[v]; e < rp[v + 1]; ++e) avail += infer_admissible((int64_t)col[e], v, allow) ? 1 : 0;
+    return 1 + (avail < n_test ? avail : n_test);
+}
+
+// Node list of test node v into n_id[0 .. 1 + k): v, then the kept neighbours in ascending id
+// order, with no scratch: the k-th smallest pair is found by k scans (each takes the smallest
+// pair above the previous one), then the row (sorted by id) is scanned once for the pairs up to
+// it.  O(k d) key evaluations: for the small n_test of inference (the paper's 13).
+template <class C>
+LDP_HD int64_t infer_row(const int64_t* rp, const C* col, int64_t v, const uint8_t* allow, uint64_t seed,
+                         uint32_t step, int64_t n_test, int64_t* n_id) {
+    const int64_t size = infer_count(rp, col, v, allow, n_test), k = size - 1;
+    n_id[0] = v;
+    int64_t avail = 0;
+    for (int64_t e = rp[v]; e < rp[v + 1]; ++e) avail += infer_admissible((int64_t)col[e], v, allow) ? 1 : 0;
+    bool all = k == avail;
+    uint64_t tk = 0;  // the k-th smallest pair (tk, tj)
+    int64_t tj = -1;
+    for (int64_t r = 0; r < k && !all; ++r) {
+        bool found = false;
+        uint64_t bk = 0;
+        int64_t bj = 0;
+        for (int64_t e = rp[v]; e < rp[v + 1]; ++e) {
+            const int64_t j = (int64_t)col[e];
+            if (!infer_admissible(j, v, allow)) continue;
+            const uint64_t key = infer_key(seed, step, e);
+            if (r > 0 && !pair_less(tk, tj, key, j)) continue;  // not above the previous one
+            if (!found || pair_less(key, j, bk, bj)) {
+                bk = key;
+                bj = j;
+                found = true;
+            }
+        }
+        tk = bk;
+        tj = bj;
+    }
+    int64_t c = 1;
+    for (int64_t e = rp[v]; e < rp[v + 1] && c < size; ++e) {
+        const int64_t j = (int64_t)col[e];
+        if (!infer_admissible(j, v, allow)) continue;
+        if (all || !pair_less(tk, tj, infer_key(seed, step, e), j)) n_id[c++] = j;
+    }
+    return size;
+}
+
 }  // namespace heter
 }  // namespace ldp

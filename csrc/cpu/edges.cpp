@@ -4,6 +4,10 @@
 // (transpose, combine) used to turn the n noisy lists into one graph.
 // Python API: ldpfast/mechanisms/edges.py.  Numba twin: ldpfast/_numba/edges.py (same
 // names, same sampler calls in the same order, so outputs are bit-identical).
+// The per-row bodies (RR row count / fill, DPRR probabilities, LocalLap values and candidates,
+// row combination, the CSR check) are in csrc/common/edges.h and graph.h, shared with the CUDA
+// launchers csrc/cuda/edges.cu and graph.cu; what stays here is threading, the one-pass block
+// buffers (a CPU memory / speed path drawing the same cells) and the pybind11 entry points.
 //
 // Sparse RR sampler (rr_row): user i's noisy list a~_i has, independently per j != i,
 //   P[a~_ij = 1] = p_true[i]  if a_ij = 1,     p_false[i] otherwise
@@ -34,137 +38,15 @@
 #include <sys/mman.h>  // RawBuf maps its pages directly
 #endif
 
-#include "../common/rng.h"
+#include "../common/edges.h"
+#include "../common/graph.h"
 #include "buffers.h"
 #include "parallel.h"
 
 namespace ldp {
 
-static constexpr uint64_t LOCALLAP_ROW_OFFSET = 1ull << 40;  // zero-candidate cells of LocalLap
+using namespace edges;  // the shared per-row bodies (csrc/common/edges.h)
 
-// Exact geometric on {0, 1, ...} with P[k] proportional to exp(-k s / t): the geometric half
-// of Canonne-Kamath-Steinke's discrete Laplace (integer arithmetic only).
-static inline int64_t geom_exact(CellRng& g, uint64_t t, uint64_t s) {
-    for (;;) {
-        uint64_t u = g.randint(t);
-        if (!g.bernoulli_exp_neg(u, t)) continue;
-        uint64_t v = 0;
-        while (g.bernoulli_exp_neg(1, 1)) ++v;
-        return (int64_t)((u + t * v) / s);
-    }
-}
-
-// Discrete Laplace (rate s/t per unit) conditioned on lo <= Y < hi; lo = INT64_MIN and
-// hi = INT64_MAX mean unbounded.  For lo >= 1 the tail is lo + geometric (memoryless);
-// otherwise rejection from the unconditioned law (acceptance >= 1/2 when lo <= 0).
-static inline int64_t dlap_band(CellRng& g, uint64_t t, uint64_t s, int64_t lo, int64_t hi) {
-    for (;;) {
-        int64_t y;
-        if (lo >= 1) {
-            y = lo + geom_exact(g, t, s);
-        } else {
-            y = g.discrete_laplace(t, s);
-            if (lo != std::numeric_limits<int64_t>::min() && y < lo) continue;
-        }
-        if (hi == std::numeric_limits<int64_t>::max() || y < hi) return y;
-    }
-}
-
-// Sorted exclusion list: a[0..la) (sorted, distinct) merged with one extra value x (x < 0:
-// none), x not in a.  Maps the k-th (0-based, increasing k) value of [base, n) that is not
-// excluded to its id; every excluded value must be >= base.
-template <class C>
-struct SkipMap {
-    const C* a;
-    int64_t la, x, xpos, L, base, ptr;
-    SkipMap(const C* a_, int64_t la_, int64_t x_, int64_t base_) : a(a_), la(la_), x(x_), base(base_), ptr(0) {
-        xpos = x < 0 ? -1 : (int64_t)(std::lower_bound(a, a + la, (C)x) - a);
-        L = la + (x < 0 ? 0 : 1);
-    }
-    inline int64_t at(int64_t t) const {
-        if (x < 0 || t < xpos) return (int64_t)a[t];
-        if (t == xpos) return x;
-        return (int64_t)a[t - 1];
-    }
-    inline int64_t map(int64_t k) {
-        while (ptr < L && at(ptr) <= base + k + ptr) ++ptr;
-        return base + k + ptr;
-    }
-};
-
-struct RRArgs {
-    uint64_t seed;
-    uint32_t st_t, c_t, st_f, c_f;
-    const double* pt;
-    const double* pf;
-    const uint8_t* pub;  // nullptr: nobody public
-    int64_t n;
-};
-
-// f(k) for the positions k (increasing, in [0, m)) of row i's false edges among its m
-// non-neighbours: geometric skips, all from one cell, so passes 1 and 2 see the same draws.
-template <class F>
-static inline void rr_false_positions(const RRArgs& A, int64_t i, int64_t m, F&& f) {
-    const double pf = A.pf[i];
-    if (!(pf > 0.0) || m <= 0) return;
-    CellRng rf(A.seed, A.st_f, (uint64_t)i, A.c_f);
-    const GeomParams gp = geom_params(pf);  // once per row
-    for (int64_t k = -1;;) {
-        int64_t g = geom_draw(rf, gp);
-        if (g >= m - 1 - k) break;
-        k += g + 1;
-        f(k);
-    }
-}
-
-// Output size of row i (pass 1).
-template <class C>
-static int64_t rr_row_count(const RRArgs& A, int64_t i, const C* nb, int64_t d) {
-    if (A.pub && A.pub[i]) return d;
-    double pt = A.pt[i];
-    int64_t cnt = 0;
-    if (pt >= 1.0) {
-        cnt += d;
-    } else if (pt > 0.0) {
-        CellRng rt(A.seed, A.st_t, (uint64_t)i, A.c_t);
-        for (int64_t e = 0; e < d; ++e) cnt += rt.bernoulli(pt) ? 1 : 0;
-    }
-    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t) { ++cnt; });
-    return cnt;
-}
-
-// Row i written sorted into w (pass 2); returns the number written.  The false positions are
-// drawn first into `buf` in a tight loop (nothing but the gap sampler in it), then mapped to
-// node ids and merged with the kept true edges.  The two streams are separate cells, so the
-// order in which they are consumed does not change any draw (the Numba twin interleaves
-// them; same output).
-template <class C>
-static int64_t rr_row_fill(const RRArgs& A, int64_t i, const C* nb, int64_t d, C* w, std::vector<int64_t>& buf) {
-    if (A.pub && A.pub[i]) {
-        std::copy(nb, nb + d, w);
-        return d;
-    }
-    double pt = A.pt[i];
-    C* w0 = w;
-    buf.clear();
-    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t k) { buf.push_back(k); });
-    CellRng rt(A.seed, A.st_t, (uint64_t)i, A.c_t);
-    int64_t e = 0;
-    auto flush = [&](int64_t v) {  // true edges below v, Bernoullis drawn in neighbour order
-        for (; e < d && (int64_t)nb[e] < v; ++e) {
-            bool keep = pt >= 1.0 ? true : (pt > 0.0 ? rt.bernoulli(pt) : false);
-            if (keep) *w++ = nb[e];
-        }
-    };
-    SkipMap<C> sm(nb, d, i, 0);
-    for (int64_t k : buf) {
-        int64_t v = sm.map(k);
-        flush(v);
-        *w++ = (C)v;
-    }
-    flush(std::numeric_limits<int64_t>::max());
-    return w - w0;
-}
 
 static RRArgs rr_args(int64_t n, uint64_t seed, uint32_t st_t, uint32_t c_t, uint32_t st_f, uint32_t c_f,
                       py::array& p_true, py::array& p_false, py::array& pub) {
@@ -203,9 +85,8 @@ static void rr_count_t(const RRArgs& A, const int64_t* rp, const C* col, int64_t
 template <class C>
 static void rr_fill_t(const RRArgs& A, const int64_t* rp, const C* col, const int64_t* orp, C* ocol) {
     parallel_for_weighted(A.n, orp, [&](int64_t b, int64_t e, int) {
-        std::vector<int64_t> buf;
         for (int64_t i = b; i < e; ++i) {
-            int64_t got = rr_row_fill(A, i, col + rp[i], rp[i + 1] - rp[i], ocol + orp[i], buf);
+            int64_t got = rr_row_fill(A, i, col + rp[i], rp[i + 1] - rp[i], ocol + orp[i]);
             if (got != orp[i + 1] - orp[i])
                 throw std::runtime_error("edges_rr_fill: row " + std::to_string(i) +
                                          " regenerated a different size than edges_rr_count (bug)");
@@ -388,7 +269,7 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
     } else if (pt > 0.0 && d > 0) {
         if ((int64_t)kbuf.size() < d) kbuf.resize(d);
         C* kb = kbuf.data();
-        CellRng rt(A.seed, A.st_t, (uint64_t)i, A.c_t);
+        CellRng rt = true_cell(A, i);
         for (int64_t e = 0; e < d; ++e) {
             kb[nk] = nb[e];
             nk += rt.bernoulli(pt) ? 1 : 0;
@@ -595,15 +476,7 @@ static void ll_edge_values_t(int64_t n, const int64_t* rp, const C* col, uint64_
     for_blocks((int64_t)cuts.size() - 1, [&](int64_t blk) {
         const int64_t b = cuts[blk], e = cuts[blk + 1];
         for (int64_t i = b; i < e; ++i)
-            for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
-                int64_t j = (int64_t)col[k];
-                if (j <= i) {
-                    out[k] = std::numeric_limits<int64_t>::min();
-                    continue;
-                }
-                CellRng g(seed, STREAM_LOCALLAP, (uint64_t)i, (uint32_t)j);
-                out[k] = one + g.discrete_laplace(t, s);
-            }
+            for (int64_t k = rp[i]; k < rp[i + 1]; ++k) out[k] = ll_edge_value(seed, i, (int64_t)col[k], t, s, one);
     });
 }
 
@@ -620,37 +493,6 @@ static void locallap_edge_values(py::array rowptr, py::array col, uint64_t seed,
     });
 }
 
-// Zero candidates of round r: in row i, every position j in (i, n) not listed in the
-// exclusion CSR (sorted rows; entries <= i are ignored, so the adjacency CSR itself can be
-// passed) is picked independently with probability pi (skip
-// sampling, CellRng(seed, STREAM_LOCALLAP, 2^40 + i, 2r)); each pick gets a value from
-// DLap(t, s) conditioned on [lo, hi) (CellRng(..., 2^40 + i, 2r + 1), in pick order).
-template <class C>
-static int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
-                           int64_t lo, int64_t hi, uint64_t t, uint64_t s, C* wc, int64_t* wv) {
-    int64_t skip = std::upper_bound(ex, ex + le, (C)i) - ex;  // only entries above the diagonal count
-    ex += skip;
-    le -= skip;
-    int64_t m = n - 1 - i - le;
-    if (m <= 0 || pi <= 0.0) return 0;
-    CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round);
-    CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
-    const GeomParams gp = geom_params(pi);
-    SkipMap<C> sm(ex, le, -1, i + 1);
-    int64_t k = -1, cnt = 0;
-    for (;;) {
-        int64_t g = geom_draw(rg, gp);
-        if (g >= m - 1 - k) break;
-        k += g + 1;
-        if (wc) {
-            wc[cnt] = (C)sm.map(k);
-            wv[cnt] = dlap_band(rv, t, s, lo, hi);
-        }
-        ++cnt;
-    }
-    return cnt;
-}
-
 template <class C>
 static void ll_zero_t(int64_t n, const int64_t* erp, const C* ecol, uint64_t seed, uint32_t round, double pi,
                       int64_t lo, int64_t hi, uint64_t t, uint64_t s, int64_t* orp, C* oc, int64_t* ov) {
@@ -658,15 +500,24 @@ static void ll_zero_t(int64_t n, const int64_t* erp, const C* ecol, uint64_t see
         orp[0] = 0;
         parallel_for(n, [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i)
-                orp[i + 1] = ll_zero_row<C>(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s,
-                                            nullptr, nullptr);
+                orp[i + 1] = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s,
+                                         false, [](int64_t, int64_t) {});
         }, 256);
         return;
     }
     parallel_for_weighted(n, orp, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; ++i) {
-            int64_t got = ll_zero_row<C>(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s,
-                                         oc + orp[i], ov + orp[i]);
+            C* wc = oc + orp[i];
+            int64_t* wv = ov + orp[i];
+            int64_t o = 0;
+            int64_t got = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, true,
+                                      [&](int64_t c, int64_t v) {
+                                          if (o < orp[i + 1] - orp[i]) {  // never past the row (checked below)
+                                              wc[o] = (C)c;
+                                              wv[o] = v;
+                                          }
+                                          ++o;
+                                      });
             if (got != orp[i + 1] - orp[i])
                 throw std::runtime_error("locallap_zero_fill: count mismatch (bug)");
         }
@@ -701,7 +552,7 @@ template <class C>
 static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
                            int64_t lo, int64_t hi, uint64_t t, uint64_t s, RawBuf<C>& oc, RawBuf<int64_t>& ov,
                            std::vector<int64_t>& pos) {
-    int64_t skip = std::upper_bound(ex, ex + le, (C)i) - ex;
+    int64_t skip = upper_index(ex, le, i);
     ex += skip;
     le -= skip;
     int64_t m = n - 1 - i - le;
@@ -772,45 +623,6 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
 }
 
 // ---- server side: combine, checks ------------------------------------------------------------
-// Row i of the combination of A and B (both sorted rows): mode 0 union, 1 intersection,
-// 2 (A_i below i) then (B_i above i), 3 (B_i below i) then (A_i above i).  w == nullptr counts.
-template <class C>
-static int64_t combine_row(int64_t i, const C* a, int64_t la, const C* b, int64_t lb, int mode, C* w) {
-    int64_t cnt = 0, x = 0, y = 0;
-    auto put = [&](C v) {
-        if (w) w[cnt] = v;
-        ++cnt;
-    };
-    if (mode == 0 || mode == 1) {
-        while (x < la && y < lb) {
-            if (a[x] < b[y]) {
-                if (mode == 0) put(a[x]);
-                ++x;
-            } else if (b[y] < a[x]) {
-                if (mode == 0) put(b[y]);
-                ++y;
-            } else {
-                put(a[x]);
-                ++x;
-                ++y;
-            }
-        }
-        if (mode == 0) {
-            for (; x < la; ++x) put(a[x]);
-            for (; y < lb; ++y) put(b[y]);
-        }
-        return cnt;
-    }
-    const C* lo_src = mode == 2 ? a : b;
-    int64_t lo_len = mode == 2 ? la : lb;
-    const C* hi_src = mode == 2 ? b : a;
-    int64_t hi_len = mode == 2 ? lb : la;
-    for (int64_t k = 0; k < lo_len && (int64_t)lo_src[k] < i; ++k) put(lo_src[k]);
-    int64_t k0 = std::upper_bound(hi_src, hi_src + hi_len, (C)i) - hi_src;
-    for (int64_t k = k0; k < hi_len; ++k) put(hi_src[k]);
-    return cnt;
-}
-
 template <class C>
 static void combine_t(int64_t n, const int64_t* ra, const C* ca, const int64_t* rb, const C* cb, int mode,
                       int64_t* orp, C* oc) {
@@ -848,13 +660,6 @@ static void csr_combine(py::array rowptr_a, py::array col_a, py::array rowptr_b,
     });
 }
 
-// splitmix64 finaliser: the hash behind the O(|E|) symmetry fingerprint.
-static inline uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 // Flags: 1 col outside [0, n); 2 a row not strictly increasing (unsorted or duplicate);
 // 4 self loop; 8 asymmetric.  Symmetry fingerprint: sum over entries (i, j) of
 // +hash(i, j) if i < j and -hash(j, i) if i > j, mod 2^64; every matched pair cancels, so
@@ -869,15 +674,7 @@ static int64_t check_t(int64_t n, const int64_t* rp, const C* col) {
         int64_t f = 0;
         uint64_t h = 0;
         for (int64_t i = b; i < e; ++i) {
-            for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
-                int64_t j = (int64_t)col[k];
-                if (j < 0 || j >= n) f |= 1;
-                if (k > rp[i] && (int64_t)col[k - 1] >= j) f |= 2;
-                if (j == i) f |= 4;
-                uint64_t lo = (uint64_t)std::min(i, j), hi = (uint64_t)std::max(i, j);
-                uint64_t x = mix64((lo << 32) ^ hi ^ 0x9E3779B97F4A7C15ull);
-                h += i < j ? x : (uint64_t)0 - x;
-            }
+            f |= graph::check_row(i, n, col + rp[i], rp[i + 1] - rp[i], h);
         }
         flags[tid] |= f;
         hs[tid] += h;
@@ -906,22 +703,13 @@ static int64_t sorted_csr_t(int64_t n, int64_t E, const I* src, const I* dst, in
         int64_t f = 0;
         uint64_t h = 0;
         for (int64_t e = b; e < e_end; ++e) {
-            const int64_t r = (int64_t)src[e], c = (int64_t)dst[e];
-            if ((uint64_t)r >= (uint64_t)n || (uint64_t)c >= (uint64_t)n) {
-                f |= 1;
-                break;  // the general path will say what is wrong
-            }
-            const int64_t pr = e > 0 ? (int64_t)src[e - 1] : -1;
-            if (e > 0 && (pr > r || (pr == r && (int64_t)dst[e - 1] >= c))) {
-                f |= 2;
-                break;
-            }
-            if (r == c) f |= 4;
+            int64_t r, c, pr;
+            const int64_t fe = graph::sorted_entry(n, e, src, dst, r, c, pr);
+            f |= fe;
+            if (fe & (graph::FLAG_RANGE | graph::FLAG_ORDER)) break;  // the general path will say what is wrong
             col[e] = (C)c;
             for (int64_t rr = std::max<int64_t>(pr + 1, 0); rr <= r; ++rr) rp[rr] = e;  // rows (pr, r] start here
-            const uint64_t lo = (uint64_t)std::min(r, c), hi = (uint64_t)std::max(r, c);
-            const uint64_t x = mix64((lo << 32) ^ hi ^ 0x9E3779B97F4A7C15ull);
-            h += r < c ? x : (uint64_t)0 - x;
+            h += graph::sym_term(r, c);
         }
         flags[tid] |= f;
         hs[tid] += h;
@@ -965,7 +753,35 @@ static int64_t edges_check_csr(py::array rowptr, py::array col) {
     });
 }
 
+// DPRR lines 2-7 for every user (body: edges::dprr_probs): float64 outputs of length n.
+static void dprr_probs_py(py::array rowptr, py::array noise, double g, double p, double pm, py::array d_star,
+                          py::array q, py::array p_true, py::array p_false) {
+    const int64_t n = rowptr.size() - 1;
+    check_size(noise, n, "noise");
+    const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    const int64_t* nz = cdata_ptr<int64_t>(noise, "noise");
+    double* out[4];
+    py::array* arrs[4] = {&d_star, &q, &p_true, &p_false};
+    const char* names[4] = {"d_star", "q", "p_true", "p_false"};
+    for (int a = 0; a < 4; ++a) {
+        check_size(*arrs[a], n, names[a]);
+        out[a] = data_ptr<double>(*arrs[a], names[a], true);
+    }
+    py::gil_scoped_release nogil;
+    parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) {
+            const DprrProbs r = edges::dprr_probs(rp[i + 1] - rp[i], nz[i], g, n, p, pm);
+            out[0][i] = r.d_star;
+            out[1][i] = r.q;
+            out[2][i] = r.p_true;
+            out[3][i] = r.p_false;
+        }
+    }, 4096);
+}
+
 void register_edges(py::module_& m) {
+    m.def("dprr_probs", &dprr_probs_py,
+          "DPRR per-user d_star, q, p_true, p_false from the CSR degrees and the degree noise (grid units)");
     m.def("edges_rr_count", &edges_rr_count,
           "Sparse RR + sampling, pass 1: per-row output sizes into out_rowptr[1:]");
     m.def("edges_rr_fill", &edges_rr_fill, "Sparse RR + sampling, pass 2: fill sorted rows");

@@ -92,6 +92,10 @@ void nodes_t(const Graph<C>& G, const int64_t* deg, const int64_t* centers, int6
     });
 }
 
+// Rows with k * d above this take nth_element (O(d) keys) instead of the shared body's O(k d)
+// scans (heter::infer_row, what each CUDA thread runs); both keep the same set of pairs.
+constexpr int64_t INFER_SCAN_WORK = 1 << 16;
+
 template <class C>
 void infer_t(const Graph<C>& G, const int64_t* centers, int64_t B, const uint8_t* allow,
              uint64_t seed, uint32_t step, int64_t n_test, const int64_t* node_ptr,
@@ -104,42 +108,32 @@ void infer_t(const Graph<C>& G, const int64_t* centers, int64_t B, const uint8_t
     run_weighted(B, w.data(), [&](int64_t lo, int64_t hi, int) {
         std::vector<std::pair<uint64_t, int64_t>> keys;
         for (int64_t b = lo; b < hi; ++b) {
-            int64_t v = centers[b];
-            int64_t avail = 0;
-            for (int64_t e = G.rp[v]; e < G.rp[v + 1]; ++e) {
-                int64_t j = (int64_t)G.col[e];
-                if (j != v && (!allow || allow[j])) ++avail;
-            }
-            int64_t k = std::min(avail, n_test);
+            const int64_t v = centers[b];
+            const int64_t size = heter::infer_count(G.rp, G.col, v, allow, n_test), k = size - 1;
             if (!fill) {
-                counts[b] = 1 + k;
+                counts[b] = size;
                 continue;
             }
-            int64_t out = node_ptr[b];
-            if (node_ptr[b + 1] - out != 1 + k)
+            const int64_t out = node_ptr[b];
+            if (node_ptr[b + 1] - out != size)
                 throw std::runtime_error("heter_infer_nodes: fill size differs from count (bug)");
-            n_id[out] = v;
-            if (k == avail) {  // keep every admissible neighbour (ascending ids)
-                int64_t c = 1;
-                for (int64_t e = G.rp[v]; e < G.rp[v + 1]; ++e) {
-                    int64_t j = (int64_t)G.col[e];
-                    if (j != v && (!allow || allow[j])) n_id[out + c++] = j;
-                }
+            const int64_t d = G.rp[v + 1] - G.rp[v];
+            if (k * d <= INFER_SCAN_WORK) {
+                heter::infer_row(G.rp, G.col, v, allow, seed, step, n_test, n_id + out);
                 continue;
             }
+            n_id[out] = v;
             keys.clear();
             for (int64_t e = G.rp[v]; e < G.rp[v + 1]; ++e) {
                 int64_t j = (int64_t)G.col[e];
-                if (j == v || (allow && !allow[j])) continue;
-                CellRng g(seed, STREAM_HETER_INFERENCE, (uint64_t)e, step);
-                keys.emplace_back(g.next_u64(), j);
+                if (heter::infer_admissible(j, v, allow)) keys.emplace_back(heter::infer_key(seed, step, e), j);
             }
-            // The k smallest (key, id) pairs, then ascending ids.
-            std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
+            if ((int64_t)keys.size() > k)  // the k smallest (key, id) pairs
+                std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
             std::vector<int64_t> sel;
             sel.reserve(k);
             for (int64_t i = 0; i < k; ++i) sel.push_back(keys[i].second);
-            std::sort(sel.begin(), sel.end());
+            std::sort(sel.begin(), sel.end());  // ascending ids
             for (int64_t i = 0; i < k; ++i) n_id[out + 1 + i] = sel[i];
         }
     });

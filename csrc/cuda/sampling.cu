@@ -2,8 +2,8 @@
 // csrc/common/sampling.h (the ones csrc/cpu/sampling.cpp runs), so a step's batch has the
 // same bits as the C++ build.  Launch shapes (ldpfast/_cuda.py): a thread per candidate
 // (heter_central), per sub-graph (heter_nodes, heter_edges_*).  Compaction of the node slots
-// and the prefix sums are torch ops in ldpfast/_cuda.py.  The inference sampler (section 4.4,
-// a partial sort per node) has no CUDA launcher yet.
+// and the prefix sums are torch ops in ldpfast/_cuda.py.  Inference sub-graphs (section 4.4):
+// one thread per test node (heter_infer_*), count then fill.
 #include "../common/sampling.h"
 
 using namespace ldp;
@@ -75,4 +75,29 @@ extern "C" __global__ void heter_edges_i64(const int64_t* rp, const int64_t* col
                                            const int64_t* edge_ptr, int64_t* counts, int64_t* src, int64_t* dst,
                                            int fill) {
     edges_k(rp, col, n_id, node_ptr, B, induced, edge_ptr, counts, src, dst, fill);
+}
+
+// Inference sub-graphs: fill = 0 writes counts[b] (1 + kept neighbours); fill = 1 writes the
+// node list of test node centers[b] at node_ptr[b].  allow: null = every node admissible.
+template <class C>
+__device__ void infer_k(const int64_t* rp, const C* col, const int64_t* centers, int64_t B, const uint8_t* allow,
+                        uint64_t seed, uint32_t step, int64_t n_test, int64_t* counts, const int64_t* node_ptr,
+                        int64_t* n_id, int fill) {
+    const int64_t b = thread_index();
+    if (b >= B) return;
+    if (fill)
+        heter::infer_row(rp, col, centers[b], allow, seed, step, n_test, n_id + node_ptr[b]);
+    else
+        counts[b] = heter::infer_count(rp, col, centers[b], allow, n_test);
+}
+
+extern "C" __global__ void heter_infer_i32(const int64_t* rp, const int32_t* col, const int64_t* centers, int64_t B,
+                                           const uint8_t* allow, uint64_t seed, uint32_t step, int64_t n_test,
+                                           int64_t* counts, const int64_t* node_ptr, int64_t* n_id, int fill) {
+    infer_k(rp, col, centers, B, allow, seed, step, n_test, counts, node_ptr, n_id, fill);
+}
+extern "C" __global__ void heter_infer_i64(const int64_t* rp, const int64_t* col, const int64_t* centers, int64_t B,
+                                           const uint8_t* allow, uint64_t seed, uint32_t step, int64_t n_test,
+                                           int64_t* counts, const int64_t* node_ptr, int64_t* n_id, int fill) {
+    infer_k(rp, col, centers, B, allow, seed, step, n_test, counts, node_ptr, n_id, fill);
 }

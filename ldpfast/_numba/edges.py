@@ -139,6 +139,31 @@ def _rr(rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp, ocol, fill):
     return bad.sum()
 
 
+@jit
+def _dprr_probs(rowptr, noise, g, p, pm, d_star, q, p_true, p_false):
+    n = rowptr.shape[0] - 1
+    for i in range(n):
+        ds = np.float64(rowptr[i + 1] - rowptr[i]) + g * np.float64(noise[i])
+        pos = ds > 0.0
+        x = ds if pos else 1.0
+        qi = x / (x * (p - pm) + np.float64(n - 1) * pm)
+        qi = qi if pos else 0.0
+        qi = max(0.0, min(qi, 1.0))  # np.clip (qi is never NaN here)
+        d_star[i] = ds
+        q[i] = qi
+        p_true[i] = p * qi
+        p_false[i] = pm * qi
+
+
+def dprr_probs(rowptr, noise, g, p, pm, d_star, q, p_true, p_false):
+    """DPRR lines 2-7 per user (twin of edges::dprr_probs in csrc/common/edges.h)."""
+    n = rowptr.shape[0] - 1
+    for a, nm in ((noise, "noise"), (d_star, "d_star"), (q, "q"), (p_true, "p_true"), (p_false, "p_false")):
+        if a.shape[0] != n:
+            raise ValueError(f"{nm}: expected {n} elements")
+    _dprr_probs(rowptr, noise, np.float64(g), np.float64(p), np.float64(pm), d_star, q, p_true, p_false)
+
+
 def _pub(pub, n):
     if pub.size == 0:
         return np.zeros(0, dtype=np.uint8)

@@ -6,6 +6,7 @@ import numba
 from .edges import (  # noqa: F401
     csr_combine,
     csr_to_edge_index,
+    dprr_probs,
     edges_check_csr,
     edges_rr_count,
     edges_rr_fill,

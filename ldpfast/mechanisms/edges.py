@@ -57,6 +57,14 @@ Implementation choices (documented deviations from the paper's text)
   by default, and ``eps1=eps/10`` reproduces the code.  LocalLap's ``T`` is floored and
   clipped to ``[0, n(n-1)/2]`` as in the code.
 
+Devices: a graph on a CUDA device (CSR tensors or ``data.edge_index`` there) runs the CUDA
+kernels (``csrc/cuda/edges.cu``, ``graph.cu``; per-row bodies shared with the C++ build in
+``csrc/common/edges.h`` and ``graph.h``, so the same bits for one seed) and every output stays
+on the device: DPRR's degree noise, ``q_i`` and the noisy lists (count launch, device prefix
+sum, fill launch: the host reads only the total size), LocalLap's candidates and its top-T
+(``_top_t_mask``), the server rules.  ``public`` must then be a bool tensor on the same
+device; tensors on different devices raise an error naming both.
+
 Randomness and exactness: counter-based Philox streams (``Stream.DPRR_*``, ``RR_EDGES``,
 ``LOCALLAP``), so outputs depend only on the seed (not on backend or threads).  The per-bit
 probabilities (``p q_i``, ``(1-p) q_i``, LocalLap's candidate rate) are computed as doubles;
@@ -172,8 +180,13 @@ class EdgeLDPResult:
 
 def _edge_index_of(g: CSR, layout: int, backend: str | None = None) -> torch.Tensor:
     """(2, nnz) int64 edge_index of ``g`` in one pass: layout 0 = (col, row), 1 = (row, col)."""
+    dev = _backend.device_of(g.rowptr, g.col)
+    k = _backend.get(dev, backend)
+    if dev == "cuda":
+        ei = torch.empty((2, g.nnz), dtype=torch.int64, device=g.rowptr.device)
+        k.csr_to_edge_index(g.rowptr.contiguous(), g.col.contiguous(), ei, layout)
+        return ei
     ei = torch.empty((2, g.nnz), dtype=torch.int64)
-    k = _backend.get("cpu", backend)
     k.csr_to_edge_index(g.rowptr.contiguous().numpy(), g.col.contiguous().numpy(), ei.numpy(), layout)
     return ei
 
@@ -190,13 +203,22 @@ _FLAG_MSG = {
 }
 
 
+def _same_graph_device(rowptr: torch.Tensor, col: torch.Tensor) -> None:
+    if rowptr.device != col.device:
+        raise ValueError(f"graph: CSR.col is on {col.device} but CSR.rowptr is on {rowptr.device}; "
+                         "put both on one device")
+
+
+def _device(csr: CSR) -> str:
+    """'cuda' or 'cpu': where the edge mechanism runs (the graph's device)."""
+    return _backend.device_of(csr.rowptr, csr.col)
+
+
 def _check_csr_arrays(csr: CSR) -> None:
     rp, col = csr.rowptr, csr.col
     if not isinstance(rp, torch.Tensor) or not isinstance(col, torch.Tensor):
         raise TypeError("graph: CSR.rowptr and CSR.col must be torch tensors")
-    if rp.device.type != "cpu" or col.device.type != "cpu":
-        raise ValueError("graph: edge mechanisms run on CPU tensors (cpp / numba backends); move the graph "
-                         "to CPU with .cpu()")
+    _same_graph_device(rp, col)
     if rp.dtype != torch.int64 or rp.dim() != 1 or rp.numel() != csr.num_nodes + 1:
         raise ValueError(f"graph: CSR.rowptr must be int64 of length num_nodes + 1 = {csr.num_nodes + 1}, "
                          f"got {rp.dtype} shape {tuple(rp.shape)}")
@@ -226,18 +248,22 @@ def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
     (range, order, repeats, self loops, symmetry) in one pass; ``None`` when any check fails,
     and the caller takes the general path (``csr_of``), which names the problem.  The CSR is
     the one ``to_csr`` would build."""
-    if ei.device.type != "cpu" or ei.layout != torch.strided or ei.dtype not in (torch.int32, torch.int64):
+    if ei.layout != torch.strided or ei.dtype not in (torch.int32, torch.int64):
         return None
     if isinstance(n, bool) or n < 0:
         return None
+    dev = _backend.device_of(ei)
     ei = ei.detach()
-    if type(ei) is not torch.Tensor:  # PyG's EdgeIndex: plain view
+    if dev == "cpu" and type(ei) is not torch.Tensor:  # PyG's EdgeIndex: plain view
         ei = ei.as_subclass(torch.Tensor)
-    rowptr = torch.empty(n + 1, dtype=torch.int64)
-    col = torch.empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
-    k = _backend.get("cpu", backend)
-    flags = k.edges_sorted_csr(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
-                                           rowptr.numpy(), col.numpy())
+    rowptr = ei.new_empty(n + 1, dtype=torch.int64)  # beside ei
+    col = ei.new_empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
+    k = _backend.get(dev, backend)
+    if dev == "cuda":  # graph.cu sorted_csr_*: the same CSR and flags on the device
+        flags = k.edges_sorted_csr(ei[0].contiguous(), ei[1].contiguous(), n, rowptr, col)
+    else:
+        flags = k.edges_sorted_csr(ei[0].contiguous().numpy(), ei[1].contiguous().numpy(), n,
+                                   rowptr.numpy(), col.numpy())
     return CSR(rowptr, col, n) if flags == 0 else None
 
 
@@ -272,12 +298,34 @@ def _graph_csr(graph, backend: str | None) -> CSR:
     _check_csr_arrays(csr)
     if csr.num_nodes < 2:
         raise ValueError(f"graph: expected at least 2 nodes, got {csr.num_nodes}")
-    k = _backend.get("cpu", backend)
-    flags = int(k.edges_check_csr(csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy()))
+    dev = _device(csr)
+    k = _backend.get(dev, backend)
+    if dev == "cuda":
+        flags = int(k.edges_check_csr(csr.rowptr.contiguous(), csr.col.contiguous()))
+    else:
+        flags = int(k.edges_check_csr(csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy()))
     if flags:
         bad = [msg for bit, msg in _FLAG_MSG.items() if flags & bit]
         raise ValueError("graph: the neighbour lists must form a simple undirected graph; found " + "; ".join(bad))
     return csr
+
+
+def _check_public_dev(public, n: int, csr: CSR):
+    """Device graphs: uint8 tensor (length n) of non-private users on the graph's device, or
+    None for none.  ``public`` must be a bool tensor on that device."""
+    if public is None:
+        return None
+    if not isinstance(public, torch.Tensor):
+        raise TypeError(f"public: expected a bool torch.Tensor on {csr.rowptr.device} (the graph's device), "
+                        f"got {type(public).__name__}")
+    if public.device != csr.rowptr.device:
+        raise ValueError(f"public is on {public.device} but graph is on {csr.rowptr.device}; "
+                         "put both on one device")
+    if public.dtype != torch.bool:
+        raise TypeError(f"public: expected a bool tensor, got dtype {public.dtype}")
+    if public.dim() != 1 or public.shape[0] != n:
+        raise ValueError(f"public: expected shape ({n},) (one flag per user), got {tuple(public.shape)}")
+    return public.detach().to(torch.uint8).contiguous()
 
 
 def _check_public(public, n: int) -> np.ndarray:
@@ -297,6 +345,23 @@ def _check_public(public, n: int) -> np.ndarray:
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"public: expected shape ({n},) (one flag per user), got {tuple(arr.shape)}")
     return np.ascontiguousarray(arr.astype(np.uint8))
+
+
+def _num_public(pub) -> int:
+    if pub is None:
+        return 0
+    return int(pub.sum()) if (pub.numel() if isinstance(pub, torch.Tensor) else pub.size) else 0
+
+
+def _public_for(public, n: int, csr: CSR, dev: str):
+    """``public`` checked for a graph on ``dev``: a uint8 tensor (or None) on the device, a
+    uint8 array (empty for none) on the CPU.  Mixed devices name both."""
+    if dev == "cuda":
+        return _check_public_dev(public, n, csr)
+    if isinstance(public, torch.Tensor) and public.device != csr.rowptr.device:
+        raise ValueError(f"public is on {public.device} but graph is on {csr.rowptr.device}; "
+                         "put both on one device")
+    return _check_public(public, n)
 
 
 def _check_rule(symmetrize: str) -> str:
@@ -489,7 +554,8 @@ def dprr(
         Constant of eq. (8) in (0, 1); paper: 0.9.
     symmetrize : {"none", "or", "and", "lower", "upper"}
         Server-side rule for :attr:`EdgeLDPResult.edge_index` (see :func:`server_graph`).
-    backend : {"cpp", "numba"}, optional
+    backend : {"cpp", "numba", "cuda"}, optional
+        Default: ``"cuda"`` for a CUDA graph, else ``"cpp"`` (see :mod:`ldpfast._backend`).
 
     Returns
     -------
@@ -515,7 +581,8 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
     also write :attr:`EdgeLDPResult.edge_index` in the sampler's pass (rule ``"none"`` only;
     the other rules build it from the server graph when asked)."""
     n = csr.num_nodes
-    pub = _check_public(public, n)
+    dev = _device(csr)
+    pub = _public_for(public, n, csr, dev)
     if n_max is None:
         n_max = n
     else:
@@ -528,25 +595,41 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
     while eps1_used + eps2 > eps:  # floating point: never report more than eps
         eps2 = math.nextafter(eps2, 0.0)
     seed = resolve_seed(seed)
-    backend_name = _backend.resolve("cpu", backend)
-    k = _backend.get("cpu", backend)
+    backend_name = _backend.resolve(dev, backend)
+    k = _backend.get(dev, backend)
+    p, pm = _rr_probs(eps2)
+    streams = (int(Stream.DPRR_TRUE), 0, int(Stream.DPRR_FALSE), 0)
 
-    # lines 1-2: noisy degrees on the grid, CellRng(seed, DPRR_DEGREE, i, 0)
-    noise = np.empty((n, 1), dtype=np.int64)
-    k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
-    deg = csr.degrees().numpy().astype(np.float64)
-    d_star = deg + g * noise[:, 0].astype(np.float64)
-    del noise
-    # lines 3-5: p, q_i (eq. 6) and Proj; lines 6-7: per-bit probabilities of eq. (7)
-    p, pm, q, p_true, p_false = _bit_probs(d_star, n, eps2)
-    noisy, ei = _rr_sample_ei(csr, p_true, p_false, seed, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
-                              public=pub, by_degree=True, backend=backend,
-                              layout=0 if edge_index and symmetrize == "none" else None)
-    del p_true, p_false
-    if pub.size:
-        m = pub.astype(bool)
-        d_star[m] = np.nan
-        q[m] = np.nan
+    if dev == "cuda":  # everything on the device; the only host read is the output size
+        rp = csr.rowptr.contiguous()
+        noise = torch.empty((n, 1), dtype=torch.int64, device=rp.device)
+        k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
+        d_star_t, q_t, p_true, p_false = k.dprr_probs(rp, noise.view(-1), g, p, pm)
+        del noise
+        orp, ocol = k.edges_rr(rp, csr.col.contiguous(), seed, *streams, p_true, p_false, pub)
+        del p_true, p_false
+        noisy, ei = CSR(orp, ocol, n), None  # edge_index: csr_to_edge_index on first access
+        if pub is not None:
+            m = pub.to(torch.bool)
+            d_star_t = torch.where(m, torch.full_like(d_star_t, float("nan")), d_star_t)
+            q_t = torch.where(m, torch.full_like(q_t, float("nan")), q_t)
+    else:
+        # lines 1-2: noisy degrees on the grid, CellRng(seed, DPRR_DEGREE, i, 0); lines 3-7: p,
+        # q_i (eq. 6) + Proj and the per-bit probabilities of eq. (7) (edges::dprr_probs)
+        noise = np.empty((n, 1), dtype=np.int64)
+        k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
+        rp = csr.rowptr.contiguous().numpy()
+        d_star, q, p_true, p_false = (np.empty(n, dtype=np.float64) for _ in range(4))
+        k.dprr_probs(rp, noise[:, 0].copy(), g, p, pm, d_star, q, p_true, p_false)
+        del noise
+        noisy, ei = _rr_sample_ei(csr, p_true, p_false, seed, streams=streams, public=pub, by_degree=True,
+                                  backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
+        del p_true, p_false
+        if pub.size:
+            m = pub.astype(bool)
+            d_star[m] = np.nan
+            q[m] = np.nan
+        d_star_t, q_t = torch.from_numpy(d_star), torch.from_numpy(q)
     spent = Spent(
         mechanism="dprr",
         target="edges",
@@ -554,18 +637,22 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
         guarantee=_GUARANTEE,
         params={
             "eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm, "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
-            "allocation": allocation, "num_public": int(pub.sum()) if pub.size else 0,
+            "allocation": allocation, "num_public": _num_public(pub),
             "symmetrize": symmetrize,
         },
     )
-    res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=torch.from_numpy(d_star),
-                        q=torch.from_numpy(q), spent=spent, symmetrize=symmetrize, backend=backend_name)
+    res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=d_star_t, q=q_t, spent=spent,
+                        symmetrize=symmetrize, backend=backend_name)
     res._edge_index = ei
     return res
 
 
 def _bit_probs(d_star: np.ndarray, n: int, eps2: float):
-    """(p, 1-p, q, p q, (1-p) q): RR probabilities, eq. (6) + Proj, and eq. (7) per user."""
+    """(p, 1-p, q, p q, (1-p) q): RR probabilities, eq. (6) + Proj, and eq. (7) per user.
+
+    The NumPy reference of the kernels' ``dprr_probs`` (``edges::dprr_probs`` in
+    ``csrc/common/edges.h``, which :func:`dprr` runs on every backend; tests check the bits
+    agree); the benchmarks use it to reproduce DPRR's probabilities."""
     p, pm = _rr_probs(eps2)
     q = _q_of(d_star, n, p, pm)
     return p, pm, q, p * q, pm * q
@@ -584,15 +671,23 @@ def _q_of(d_star: np.ndarray, n: int, p: float, pm: float) -> np.ndarray:
 # Warner's RR
 # --------------------------------------------------------------------------------------------
 def expected_rr_output(csr: CSR, eps: float, public=None) -> float:
-    """Expected number of directed entries Warner's RR outputs: sum_i d_i p + (n-1-d_i)(1-p)."""
+    """Expected number of directed entries Warner's RR outputs: sum_i d_i p + (n-1-d_i)(1-p)
+    over the private users, plus d_i for the public ones.  Computed from exact integer sums
+    (degree totals, user counts), so it is the same double on every device."""
     n = csr.num_nodes
     p, pm = _rr_probs(eps)
-    deg = csr.degrees().to(torch.float64)
-    per = deg * p + (n - 1 - deg) * pm
-    if public is not None and len(public):
+    deg = csr.degrees()
+    if isinstance(public, torch.Tensor) and public.numel():
+        m = public.to(torch.bool)
+    elif not isinstance(public, torch.Tensor) and public is not None and len(public):
         m = torch.from_numpy(np.asarray(public).astype(bool))
-        per = torch.where(m, deg, per)
-    return float(per.sum())
+    else:
+        m = None
+    total = int(deg.sum())
+    pub_deg = int(deg[m].sum()) if m is not None else 0
+    n_priv = n - (int(m.sum()) if m is not None else 0)
+    priv_deg = total - pub_deg
+    return p * priv_deg + pm * ((n - 1) * n_priv - priv_deg) + pub_deg
 
 
 def rr_edges(
@@ -629,7 +724,8 @@ def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, 
               edge_index: bool = False) -> EdgeLDPResult:
     """:func:`rr_edges` on a checked CSR and ``eps`` (``edge_index``: as :func:`_dprr`)."""
     n = csr.num_nodes
-    pub = _check_public(public, n)
+    dev = _device(csr)
+    pub = _public_for(public, n, csr, dev)
     max_output_edges = check_int("max_output_edges", max_output_edges, lo=0)
     symmetrize = _check_rule(symmetrize)
     expected = expected_rr_output(csr, eps, pub)
@@ -643,16 +739,25 @@ def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, 
             f"larger max_output_edges to run it anyway, or use dprr().")
     seed = resolve_seed(seed)
     p, pm = _rr_probs(eps)
-    noisy, ei = _rr_sample_ei(csr, np.full(n, p), np.full(n, pm), seed,
-                              streams=(Stream.RR_EDGES, 0, Stream.RR_EDGES, 1), public=pub, by_degree=False,
-                              backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
+    num_public = _num_public(pub)
+    if dev == "cuda":
+        k = _backend.get(dev, backend)
+        rp = csr.rowptr
+        full = [torch.full((n,), v, dtype=torch.float64, device=rp.device) for v in (p, pm)]
+        orp, ocol = k.edges_rr(rp.contiguous(), csr.col.contiguous(), seed, int(Stream.RR_EDGES), 0,
+                               int(Stream.RR_EDGES), 1, full[0], full[1], pub)
+        noisy, ei = CSR(orp, ocol, n), None
+    else:
+        noisy, ei = _rr_sample_ei(csr, np.full(n, p), np.full(n, pm), seed,
+                                  streams=(Stream.RR_EDGES, 0, Stream.RR_EDGES, 1), public=pub, by_degree=False,
+                                  backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
     spent = Spent(
         mechanism="rr_edges", target="edges", eps=eps, guarantee=_GUARANTEE,
         params={"eps": eps, "p": p, "flip_prob": pm, "n": n, "expected_output": expected,
-                "num_public": int(pub.sum()) if pub.size else 0, "symmetrize": symmetrize},
+                "num_public": num_public, "symmetrize": symmetrize},
     )
     res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=None, q=None, spent=spent,
-                        symmetrize=symmetrize, backend=_backend.resolve("cpu", backend))
+                        symmetrize=symmetrize, backend=_backend.resolve(dev, backend))
     res._edge_index = ei
     return res
 
@@ -720,11 +825,15 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
 
 def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_000_000,
                    _target=None) -> EdgeLDPResult:
-    """:func:`local_laplace` on a checked CSR and ``eps``."""
+    """:func:`local_laplace` on a checked CSR and ``eps``.  A CUDA graph stays on the device:
+    the kernels run there, the candidates and the top-T selection too (``_top_t_mask``); the
+    host reads sizes and counts only (T, each round's number of candidates, the ties)."""
     n = csr.num_nodes
     max_dense_entries = check_int("max_dense_entries", max_dense_entries, lo=0)
     seed = resolve_seed(seed)
-    k = _backend.get("cpu", backend)
+    dev = _device(csr)
+    on_dev = dev == "cuda"
+    k = _backend.get(dev, backend)
     eps1 = eps / 10.0
     eps2 = eps - eps1  # = 9 eps / 10 up to rounding
     g1, t1, s1, eps1_used = _grid("eps1", eps1)
@@ -734,28 +843,31 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
         g2, t2, s2, eps2_used = _grid("eps2", eps2)
     G1, G2 = round(1.0 / g1), round(1.0 / g2)
     r2 = s2 / t2  # rate per grid step of the entry noise
-    rp, col = csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy()
+    # kernel arguments: tensors on the device, arrays on the host
+    arr = (lambda t: t.contiguous()) if on_dev else (lambda t: t.contiguous().numpy())
+    rp, col = csr.rowptr.contiguous(), csr.col.contiguous()
+    dv = rp.device
 
     # noisy degrees, CellRng(seed, LOCALLAP, i, 0); T exactly, in integer arithmetic
-    noise = np.empty((n, 1), dtype=np.int64)
-    k.fill_discrete_laplace(noise, seed, int(Stream.LOCALLAP), 0, t1, s1)
-    deg = csr.degrees().numpy()
-    d_star = deg.astype(np.float64) + g1 * noise[:, 0].astype(np.float64)
+    noise = torch.empty((n, 1), dtype=torch.int64, device=dv)
+    k.fill_discrete_laplace(arr(noise), seed, int(Stream.LOCALLAP), 0, t1, s1)
+    deg = csr.degrees()
+    d_star = deg.to(torch.float64) + g1 * noise[:, 0].to(torch.float64)
     total_units = int(deg.sum()) * G1 + int(noise.sum())
     N = n * (n - 1) // 2
     T = min(max(total_units // (2 * G1), 0), N)
     del noise
 
     # true upper-triangular entries: 1 + noise (grid units), CellRng(seed, LOCALLAP, i, j)
-    ones_val = np.empty(col.shape[0], dtype=np.int64)
-    k.locallap_edge_values(rp, col, seed, t2, s2, G2, ones_val)
+    ones_val = torch.empty(col.numel(), dtype=torch.int64, device=dv)
+    k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, arr(ones_val))
     upper = ones_val != _I64_MIN
     E_u = csr.nnz // 2
     N0 = N - E_u
     base_target = T + 10.0 * math.sqrt(T) + 100.0 if _target is None else float(_target)  # tests force rounds
 
     excl = csr  # rows listing the excluded positions (entries <= i are ignored by the kernel)
-    rounds: list[tuple[torch.Tensor, torch.Tensor, np.ndarray]] = []
+    rounds: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     hi, prev_tau, prev_tail = _I64_MAX, math.inf, 0.0
     zero_count, rnd = 0, 0
     while True:
@@ -773,12 +885,16 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
         else:
             lo = int(tau)
             pi = min(1.0, (_tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
-        orp = torch.empty(n + 1, dtype=torch.int64)
-        erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
-        sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy())
-        zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
-        zv = np.empty(sample.nnz, dtype=np.int64)
-        sample.write(zc.numpy(), zv, np.empty(0, dtype=np.int64), 0)
+        if on_dev:
+            orp, zc, zv = k.locallap_zero(excl.rowptr.contiguous(), excl.col.contiguous(), seed, rnd, pi, lo, hi,
+                                          t2, s2)
+        else:
+            orp = torch.empty(n + 1, dtype=torch.int64)
+            erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
+            sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy())
+            zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
+            zv = torch.empty(sample.nnz, dtype=torch.int64)
+            sample.write(zc.numpy(), zv.numpy(), np.empty(0, dtype=np.int64), 0)
         rounds.append((orp, zc, zv))
         zero_count += zc.numel()
         ones_above = int((upper & (ones_val >= lo)).sum())
@@ -792,17 +908,17 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
 
     # candidates (row < col, value), in the order round 0, 1, ..., true edges (the tie-break
     # of _top_t_mask counts ties in this order); then the T largest
-    idx = np.flatnonzero(upper & (ones_val >= lo))
-    vals = np.concatenate([zv for _, _, zv in rounds] + [ones_val[idx]])
+    idx = torch.nonzero(upper & (ones_val >= lo)).flatten()
+    vals = torch.cat([zv for _, _, zv in rounds] + [ones_val[idx]])
     del ones_val, upper
     keep = _top_t_mask(vals, T, seed)
     # each source's kept entries as a CSR (rows sorted); the sources are disjoint (a round
     # excludes the true edges and earlier picks), so their union is the kept upper triangle U
     kept, off = [], 0
     for orp, zc, _ in rounds:
-        kept.append(_masked_csr(orp.numpy(), zc.numpy(), keep[off:off + zc.numel()], n))
+        kept.append(_masked_csr(orp, zc, keep[off:off + zc.numel()], n))
         off += zc.numel()
-    kept.append(_masked_csr(np.searchsorted(idx, rp), col[idx], keep[off:], n))
+    kept.append(_masked_csr(torch.searchsorted(idx, rp), col[idx], keep[off:], n))
     U = kept[0]
     for part in kept[1:]:
         U = _csr_union(U, part, backend)
@@ -816,8 +932,8 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
                 "granularity_degree": g1, "granularity_entries": g2, "T": T, "n": n,
                 "threshold": lo, "threshold_rounds": len(rounds), "candidates": int(vals.shape[0])},
     )
-    return EdgeLDPResult(noisy=out, noisy_degrees=out.degrees(), d_star=torch.from_numpy(d_star), q=None,
-                         spent=spent, symmetrize="symmetric", backend=_backend.resolve("cpu", backend))
+    return EdgeLDPResult(noisy=out, noisy_degrees=out.degrees(), d_star=d_star, q=None,
+                         spent=spent, symmetrize="symmetric", backend=_backend.resolve(dev, backend))
 
 
 def _csr_union(a: CSR, b: CSR, backend: str | None = None) -> CSR:
@@ -827,8 +943,13 @@ def _csr_union(a: CSR, b: CSR, backend: str | None = None) -> CSR:
 
 def _csr_combine(a: CSR, b: CSR, mode: int, backend: str | None = None) -> CSR:
     """Row-wise combination of two CSRs with sorted rows (``csr_combine`` modes; count, fill)."""
-    k = _backend.get("cpu", backend)
     n = a.num_nodes
+    dev = _backend.device_of(a.rowptr, a.col, b.rowptr, b.col)
+    k = _backend.get(dev, backend)
+    if dev == "cuda":
+        orp, oc = k.csr_combine(a.rowptr.contiguous(), a.col.contiguous(), b.rowptr.contiguous(),
+                                b.col.to(a.col.dtype).contiguous(), mode)
+        return CSR(orp, oc, n)
     ca = a.col.contiguous().numpy()
     cb = b.col.to(a.col.dtype).contiguous().numpy()
     ra, rb = a.rowptr.contiguous().numpy(), b.rowptr.contiguous().numpy()
@@ -840,29 +961,38 @@ def _csr_combine(a: CSR, b: CSR, mode: int, backend: str | None = None) -> CSR:
     return CSR(orp, oc, n)
 
 
-def _masked_csr(rowptr: np.ndarray, col: np.ndarray, mask: np.ndarray, n: int) -> CSR:
-    """The entries of a CSR (rowptr, col) where ``mask`` (aligned with col) is set."""
-    cs = np.zeros(mask.shape[0] + 1, dtype=np.int64)
-    np.cumsum(mask, out=cs[1:])
-    return CSR(torch.from_numpy(cs[rowptr]), torch.from_numpy(col[mask]), n)
+def _masked_csr(rowptr: torch.Tensor, col: torch.Tensor, mask: torch.Tensor, n: int) -> CSR:
+    """The entries of a CSR (rowptr, col) where ``mask`` (bool, aligned with col) is set
+    (torch ops: runs where the tensors are)."""
+    cs = torch.zeros(mask.numel() + 1, dtype=torch.int64, device=mask.device)
+    torch.cumsum(mask, 0, out=cs[1:])
+    return CSR(cs[rowptr].contiguous(), col[mask].contiguous(), n)
 
 
-def _top_t_mask(vals: np.ndarray, T: int, seed: int) -> np.ndarray:
+def _tie_choice(n_ties: int, need: int, seed: int) -> np.ndarray:
+    """Sorted ranks (among the ties, in index order) of the ``need`` tied candidates kept:
+    ``need`` of ``n_ties`` without replacement from NumPy's Philox keyed by (seed, a LocalLap
+    tag), the same on every backend and device (it sees only the two counts)."""
+    rng = np.random.Generator(np.random.Philox(key=(int(seed) << 64) | 0x4C6F63616C4C6170))
+    return np.sort(rng.choice(n_ties, size=need, replace=False))
+
+
+def _top_t_mask(vals: torch.Tensor, T: int, seed: int) -> torch.Tensor:
     """Mask of the T largest values; ties at the boundary broken uniformly at random.
 
-    The tie-break uses NumPy's Philox keyed by (seed, a LocalLap tag), so it is the same for
-    every kernel backend: ``need`` of the tied positions (in index order) chosen without
-    replacement.
+    Deterministic on every device: the boundary value ``v*`` (the T-th largest; values are
+    exact int64) from a sort, ``vals > v*`` kept, and ``need`` of the tied positions, taken in
+    index order, chosen by :func:`_tie_choice` (host, from the counts only).
     """
-    C = vals.shape[0]
+    C = vals.numel()
     if T <= 0:
-        return np.zeros(C, dtype=bool)
+        return torch.zeros(C, dtype=torch.bool, device=vals.device)
     if T >= C:
-        return np.ones(C, dtype=bool)
-    vstar = np.partition(vals, C - T)[C - T]
+        return torch.ones(C, dtype=torch.bool, device=vals.device)
+    vstar = torch.kthvalue(vals, C - T + 1).values  # the (C-T)-th smallest, 0-based: quickselect on CPU
     keep = vals > vstar
-    ties = np.flatnonzero(vals == vstar)
-    need = T - int(np.count_nonzero(keep))
-    rng = np.random.Generator(np.random.Philox(key=(int(seed) << 64) | 0x4C6F63616C4C6170))
-    keep[ties[np.sort(rng.choice(ties.shape[0], size=need, replace=False))]] = True
+    ties = torch.nonzero(vals == vstar).flatten()
+    need = T - int(keep.sum())
+    sel = torch.from_numpy(_tie_choice(ties.numel(), need, seed)).to(vals.device)
+    keep[ties[sel]] = True
     return keep

@@ -46,9 +46,9 @@ node of sub-graph ``b`` at local index ``ptr[b]``), a PyG-style ``batch`` vector
 
 Kernels: ``csrc/cpu/sampling.cpp`` (Numba twin ``ldpfast/_numba/sampling.py``); for CUDA
 data (``edge_index`` / ``data.csr`` on a GPU) :meth:`HeterPoisson.sample` and
-:meth:`HeterPoisson.central` run ``csrc/cuda/sampling.cu`` (bodies shared with the C++ build
-in ``csrc/common/sampling.h``, so the same bits) and keep the batch on the device;
-:func:`inference_subgraphs` is CPU only so far.  Randomness
+:meth:`HeterPoisson.central` and :func:`inference_subgraphs` run ``csrc/cuda/sampling.cu``
+(bodies shared with the C++ build in ``csrc/common/sampling.h``, so the same bits) and keep
+the batch on the device.  Randomness
 is counter-addressed (a node's central trial at step ``t`` is
 ``CellRng(seed, STREAM_HETER_CENTRAL, node, t)``, a peripheral trial is addressed by the CSR
 position of the edge and ``t``), so a step's batch depends only on ``(seed, t)`` and the
@@ -267,6 +267,29 @@ def _assemble(data, n_id: np.ndarray, node_ptr: np.ndarray, zeroed: np.ndarray, 
                          center=center, y=y, zeroed=z, step=int(step))
 
 
+def _assemble_dev(data, n_id, node_ptr, counts, zeroed, edge_index, step: int, with_x: bool) -> SubgraphBatch:
+    """:func:`_assemble` for device tensors (torch ops where the tensors are, no host copy)."""
+    B, total = node_ptr.numel() - 1, n_id.numel()
+    batch = torch.repeat_interleave(torch.arange(B, dtype=torch.int64, device=n_id.device), counts,
+                                    output_size=total)
+    z = zeroed.bool()
+
+    def near(t, other):  # features may live on another device than the graph
+        return t if t.device == other.device else t.to(other.device)
+
+    x = getattr(data, "x", None)
+    if x is not None and with_x:
+        x = torch.index_select(x, 0, near(n_id, x))
+        x[near(z, x)] = 0
+    else:
+        x = None
+    y = getattr(data, "y", None)
+    if y is not None:
+        y = torch.index_select(y, 0, near(n_id[node_ptr[:-1]], y))
+    return SubgraphBatch(x=x, edge_index=edge_index, n_id=n_id, ptr=node_ptr, batch=batch,
+                         center=node_ptr[:-1].clone(), y=y, zeroed=z, step=int(step))
+
+
 class HeterPoisson:
     """HeterPoisson sampler (Alg. 2 + 3): an iterable over training steps.
 
@@ -475,19 +498,7 @@ class HeterPoisson:
             total, dtype=torch.int64, device=dev)
         n_id, zeroed = n_ub[pos], z_ub[pos]
         ei = k.heter_edges(rp, csr.col, n_id, node_ptr, self.induced)
-        batch = torch.repeat_interleave(torch.arange(B, dtype=torch.int64, device=dev), counts, output_size=total)
-        z = zeroed.bool()
-        x = getattr(self.data, "x", None)
-        if x is not None and with_x:
-            x = torch.index_select(x, 0, n_id.to(x.device))
-            x[z.to(x.device)] = 0
-        else:
-            x = None
-        y = getattr(self.data, "y", None)
-        if y is not None:
-            y = torch.index_select(y, 0, n_id[node_ptr[:-1]].to(y.device))
-        return SubgraphBatch(x=x, edge_index=ei, n_id=n_id, ptr=node_ptr, batch=batch,
-                             center=node_ptr[:-1].clone(), y=y, zeroed=z, step=int(step))
+        return _assemble_dev(self.data, n_id, node_ptr, counts, zeroed, ei, step, with_x)
 
     def __len__(self) -> int:
         if self.num_steps is None:
@@ -539,9 +550,23 @@ def inference_subgraphs(data, nodes, n_test: int, *, peripheral_nodes=None, seed
     seed = resolve_seed(seed)
     if not isinstance(induced, bool):
         raise TypeError(f"induced: expected a bool, got {type(induced).__name__}")
-    k = _backend.get("cpu", backend)
+    ei_in = getattr(data, "edge_index", None)
+    dev = _backend.device_of(ei_in if ei_in is not None else getattr(getattr(data, "csr", None), "rowptr", None))
+    k = _backend.get(dev, backend)
     csr = neighbour_csr(data, backend=backend)
     n = csr.num_nodes
+    if dev == "cuda":  # the CUDA kernels; the batch stays on the device
+        d = csr.rowptr.device
+        def on_d(m):  # host masks (index lists, CPU masks) go to the device; device masks stay
+            return m if m.device == d else m.to(d)
+
+        centers = torch.nonzero(on_d(_node_set("nodes", nodes, n))).flatten()
+        allow = (None if peripheral_nodes is None
+                 else on_d(_node_set("peripheral_nodes", peripheral_nodes, n)).to(torch.uint8).contiguous())
+        node_ptr, n_id = k.heter_infer(csr.rowptr, csr.col, centers, allow, seed, step, n_test)
+        ei = k.heter_edges(csr.rowptr, csr.col, n_id, node_ptr, induced)
+        zeroed = torch.zeros(n_id.numel(), dtype=torch.uint8, device=d)
+        return _assemble_dev(data, n_id, node_ptr, node_ptr[1:] - node_ptr[:-1], zeroed, ei, step, with_x)
     centers = torch.nonzero(_node_set("nodes", nodes, n)).flatten().numpy()
     allow = (np.empty(0, np.uint8) if peripheral_nodes is None
              else _node_set("peripheral_nodes", peripheral_nodes, n).to(torch.uint8).numpy())
