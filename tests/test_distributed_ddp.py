@@ -21,7 +21,8 @@ from ldpfast.methods.heterpoisson import build_model
 from ldpfast.sampling import HeterPoisson
 
 SEED = 0x1234_5678_9ABC_DEF0
-CFG = dict(q_b=0.2, M=2.0, T=6, sigma=1.3, max_grad_norm=0.5, lr=0.03, model="gcn", hidden=16)
+CFG = {"q_b": 0.2, "M": 2.0, "T": 6, "sigma": 1.3, "max_grad_norm": 0.5, "lr": 0.03, "model": "gcn",
+       "hidden": 16}
 
 
 def _graph():

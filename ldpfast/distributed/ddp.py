@@ -47,7 +47,7 @@ from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ..privacy.budget import Spent
 from ..rng import resolve_seed
 
-__all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "train", "main"]
+__all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "main", "train"]
 
 AGREED = ("seed", "q_b", "M", "C", "sigma", "T")
 """Parameters every rank must share (checked by :func:`check_agreement`)."""
@@ -88,7 +88,7 @@ def check_agreement(*, seed: int, q_b: float, M: float, C: float, sigma: float, 
         Naming the parameters that differ and the ranks holding each value (for the seed,
         only which ranks differ).  Raised on every rank, so no rank is left waiting.
     """
-    rank, world = _world()
+    world = _world()[1]
     mine = {"seed": _seed_digest(seed), "q_b": float(q_b), "M": float(M), "C": float(C),
             "sigma": float(sigma), "T": int(T)}
     if world == 1:
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
 
     backend_name = "nccl" if a.device == "cuda" else "gloo"
     if a.device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     torch.distributed.init_process_group(backend_name)
     try:
         data = load(a.dataset)
