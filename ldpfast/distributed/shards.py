@@ -235,13 +235,15 @@ def read_shards(path) -> dict[str, Any]:
     meta = _load_meta(path)
     src, dst, nodes = [], [], []
     for sh in meta["shards"]:
-        t = pq.read_table(path / sh["edges"], columns=["src", "dst"])
-        src.append(t.column("src").to_numpy())
-        dst.append(t.column("dst").to_numpy())
+        if sh.get("edges"):
+            t = pq.read_table(path / sh["edges"], columns=["src", "dst"])
+            src.append(t.column("src").to_numpy())
+            dst.append(t.column("dst").to_numpy())
         if sh.get("nodes"):
             nodes.append(_read_nodes(path / sh["nodes"], sh["row_end"] - sh["row_start"]))
-    out: dict[str, Any] = {"num_nodes": meta["num_nodes"], "meta": meta,
-                           "edge_index": torch.from_numpy(np.stack([np.concatenate(src), np.concatenate(dst)]))}
+    out: dict[str, Any] = {"num_nodes": meta["num_nodes"], "meta": meta}
+    if src:
+        out["edge_index"] = torch.from_numpy(np.stack([np.concatenate(src), np.concatenate(dst)]))
     for key in ("x", "y", "y_mask"):
         if nodes and key in nodes[0]:
             out[key] = torch.from_numpy(np.concatenate([nd[key] for nd in nodes]))
