@@ -11,9 +11,9 @@ import torch
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
 
-from ldpfast.datasets import synthetic  # noqa: E402
-from ldpfast.distributed import shards as SH  # noqa: E402
-from ldpfast.mechanisms import (  # noqa: E402
+from ldpfast.datasets import synthetic
+from ldpfast.distributed import shards as SH
+from ldpfast.mechanisms import (
     dprr,
     grr_fs,
     local_laplace,
@@ -130,7 +130,7 @@ def test_rr_and_onebit_multibit_bit_identical(client, small):
 
 
 def test_bad_input_raises_and_writes_nothing(client, small, tmp_path):
-    csr, xf, d = small
+    csr, _xf, d = small
     # an edge removed from one shard only: the adjacency is no longer symmetric across shards
     import pyarrow.parquet as pq
 
