@@ -171,3 +171,17 @@ def test_killed_worker_fails_the_job_loudly(client, small, tmp_path):
         SH.randomize(d / "in", out, seed=SEED, client=client,
                      edges={"mechanism": "dprr", "eps": 2.0, "_fault": {"shard": 2, "at": "sample", "how": "exit"}})
     _no_output(out)
+
+
+def test_cli_randomize_on_a_scheduler(client, small, tmp_path, capsys):
+    from ldpfast.cli import main
+
+    csr, _, d = small
+    seed_file = tmp_path / "seed"
+    seed_file.write_text(str(SEED))
+    rc = main(["randomize", str(d / "in"), str(tmp_path / "cli"), "--scheduler", client.scheduler.address,
+               "--edges", "dprr", "--edge-eps", "2", "--seed-file", str(seed_file), "--no-progress"])
+    assert rc == 0
+    assert np.array_equal(SH.read_shards(tmp_path / "cli")["edge_index"].numpy(), _edges(dprr(csr, 2.0, SEED).noisy))
+    out = capsys.readouterr().out
+    assert '"num_edges_out"' in out and str(SEED) not in out
