@@ -183,7 +183,7 @@ def cmd_randomize(args) -> int:
         labels = {"num_classes": args.labels, "eps": args.label_eps, "use_mask": not args.no_label_mask}
     rep = randomize(args.input, args.output, seed=_randomize_seed(args), edges=edges, features=features,
                     labels=labels, scheduler=args.scheduler, n_workers=args.workers,
-                    memory_limit=args.memory_limit, progress=not args.no_progress)
+                    memory_limit=args.memory_limit, progress=not args.no_progress, engine=args.engine)
     print(json.dumps({"output": str(args.output), "num_edges_out": rep.num_edges_out,
                       "spent": [sp.to_dict() for sp in rep.spent], "seconds": rep.seconds,
                       "peak_rss_per_worker": rep.peak_rss}, indent=1, default=str))
@@ -238,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     pz.add_argument("--seed", type=int, default=None,
                     help="secret seed in [0, 2**64) (default: from the OS); never written to the output")
     pz.add_argument("--seed-file", default=None, help="read the secret seed from this file instead")
+    pz.add_argument("--engine", choices=("cpp", "numba"), default="cpp",
+                    help="DPRR/RR sampler per shard: cpp (fast, 32 bytes per node per task) or numba "
+                         "(shard rows only); same output")
     pz.add_argument("--no-progress", action="store_true")
     return p
 

@@ -107,6 +107,13 @@ def test_locallap_and_multibit_bit_identical(client, big):
     assert rep.spent[0].params["candidates"] == ref.spent.params["candidates"]
 
 
+def test_numba_engine_bit_identical(client, small):
+    csr, _, d = small
+    SH.randomize(d / "in", d / "dprr_nb", seed=SEED, client=client, engine="numba",
+                 edges={"mechanism": "dprr", "eps": 1.5})
+    assert np.array_equal(SH.read_shards(d / "dprr_nb")["edge_index"].numpy(), _edges(dprr(csr, 1.5, SEED).noisy))
+
+
 def test_locallap_extra_threshold_rounds_bit_identical(client, small):
     csr, _, d = small
     # force the rare lower-threshold rounds (probability < e^-50 in real runs)

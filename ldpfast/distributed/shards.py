@@ -283,6 +283,7 @@ class _Plan:
     features: dict | None = None
     labels: dict | None = None
     rounds: list = field(default_factory=list)  # LocalLap: (rnd, pi, lo, hi) per round
+    engine: str = "cpp"  # DPRR / RR sampler: "cpp" (n-row view) or "numba" (shard rows only)
 
 
 def _kernels():
@@ -292,12 +293,24 @@ def _kernels():
 
 
 def _peak_rss() -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB
+    """Peak resident bytes of this process: VmHWM (Linux; ru_maxrss would report the peak of
+    the parent that forked the worker, as Linux keeps it across exec), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def _call(fn, *args) -> dict:
-    """Run a shard task and add the worker's address and peak resident memory so far."""
+    """Run a shard task; add its wall time, the worker's address and peak resident memory."""
+    t0 = time.perf_counter()
     out = fn(*args)
+    out["task"] = fn.__name__.strip("_")
+    out["seconds"] = time.perf_counter() - t0
     try:
         from distributed import get_worker
 
@@ -423,11 +436,42 @@ def _randomize_nodes(plan: _Plan, s: int, sh: dict, stage: Path) -> str | None:
     return name
 
 
+def _rr_shard(plan: _Plan, a: int, rp: np.ndarray, col: np.ndarray, streams, pt, pf):
+    """The RR sampler on rows [a, a + m) of the shard: ``(local rowptr, col)``.
+
+    ``engine="cpp"``: the C++ one-pass kernel (``edges_rr_sample``) on an n-row view in which
+    the other rows are empty with probabilities 0 (they draw nothing), so every row keeps its
+    global id; costs 32 n bytes and O(n) trivial row visits per task.  ``"numba"``: the Numba
+    twin's row body over the shard's rows only (O(shard) memory, about 4x slower here).
+    Both are bit-identical to the single-machine call."""
+    from ..mechanisms.edges import _rr_sample
+
+    n, m = plan.n, rp.shape[0] - 1
+    if plan.engine == "numba":
+        from ._rows import rr_rows
+
+        return rr_rows(a, n, rp, col, plan.seed, streams, pt, pf)
+    ptp = np.zeros(n)
+    ptp[a:a + m] = pt
+    pfp = np.zeros(n)
+    pfp[a:a + m] = pf
+    res = _rr_sample(CSR(torch.from_numpy(_padded_rowptr(rp, a, n)), torch.from_numpy(col), n), ptp, pfp,
+                     plan.seed, streams=streams)
+    return res.rowptr.numpy()[a:a + m + 1].copy(), res.col.numpy()
+
+
+def _padded_rowptr(rp: np.ndarray, a: int, n: int) -> np.ndarray:
+    m = rp.shape[0] - 1
+    rpp = np.empty(n + 1, dtype=np.int64)
+    rpp[:a] = 0
+    rpp[a:a + m + 1] = rp
+    rpp[a + m + 1:] = rp[-1]
+    return rpp
+
+
 def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
     """Pass 2 of DPRR / RR (and the node mechanisms): randomise the shard and write it."""
     from ..mechanisms.edges import _bit_probs, _rr_probs
-    from ._rows import rr_rows
-
     stage = Path(plan.stage)
     a, b = int(sh["row_start"]), int(sh["row_end"])
     out: dict[str, Any] = {"shard": s, "edges": None, "nnz_out": 0}
@@ -447,7 +491,7 @@ def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
             pt, pf = np.full(b - a, p), np.full(b - a, pm)
             streams = (Stream.RR_EDGES, 0, Stream.RR_EDGES, 1)
         _fault(plan, s, "sample")
-        orp, ocol = rr_rows(a, plan.n, rp, col, plan.seed, streams, pt, pf)
+        orp, ocol = _rr_shard(plan, a, rp, col, streams, pt, pf)
         del rp, col, pt, pf
         name = f"part-{s:05d}.parquet"
         _write_atomic(_edges_table(orp, ocol, a), stage / name)
@@ -583,6 +627,8 @@ class RandomizeReport:
         Peak resident memory (bytes) reported by each worker address.
     meta : dict
         The output meta.json.
+    tasks : list of dict
+        One entry per task: ``task``, ``shard``, ``worker``, ``seconds``, ``rss``.
     """
 
     spent: list[Spent]
@@ -590,6 +636,7 @@ class RandomizeReport:
     seconds: dict[str, float]
     peak_rss: dict[str, int]
     meta: dict
+    tasks: list[dict] = field(default_factory=list)
 
 
 def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent | None]:
@@ -728,7 +775,7 @@ def _local_client(n_workers: int, memory_limit):
 
 def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = None, features: dict | None = None,
               labels: dict | None = None, client=None, scheduler: str | None = None, n_workers: int = 2,
-              memory_limit: str | int = "4GiB", progress: bool = False) -> RandomizeReport:
+              memory_limit: str | int = "4GiB", progress: bool = False, engine: str = "cpp") -> RandomizeReport:
     """Randomise a sharded graph on a Dask cluster; output bit-identical to one machine.
 
     Parameters
@@ -761,6 +808,12 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         ``memory_limit`` each (closed afterwards).
     progress : bool
         Progress bars per pass.
+    engine : {"cpp", "numba"}
+        Sampler of DPRR / RR per shard: ``"cpp"`` (default) runs the compiled one-pass kernel
+        (the C++ one if built, else its Numba twin) on an n-row view of the shard (32 n bytes
+        and O(n) empty-row visits per task); ``"numba"`` runs the Numba twin's row body over
+        the shard's rows only (O(shard) memory; about 4x slower on one core here).  Same bits.
+        LocalLap always uses the Numba row drivers.
 
     Returns
     -------
@@ -775,6 +828,8 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         A task failed or a worker died; ``out_dir`` is left without part files or meta.json.
     """
     t_start = time.perf_counter()
+    if engine not in ("cpp", "numba"):
+        raise ValueError(f"engine: expected 'cpp' or 'numba', got {engine!r}")
     in_dir, out_dir = Path(in_dir).resolve(), Path(out_dir).resolve()
     meta = _load_meta(in_dir)
     n, nnz = int(meta["num_nodes"]), int(meta["num_edges"])
@@ -790,7 +845,7 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
                               "empty folder")
     stage = out_dir / f".staging-{uuid.uuid4().hex}"
     stage.mkdir()
-    plan = _Plan(str(in_dir), str(stage), n, seed, espec, fspec, lspec)
+    plan = _Plan(str(in_dir), str(stage), n, seed, espec, fspec, lspec, engine=engine)
     own = None
     if client is None:
         if scheduler is not None:
@@ -858,7 +913,9 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         os.replace(tmp, out_dir / "meta.json")
         ok = True
         seconds["total"] = time.perf_counter() - t_start
-        return RandomizeReport(spent=spent, num_edges_out=total_out, seconds=seconds, peak_rss=peak, meta=out_meta)
+        tasks = [{k: r.get(k) for k in ("task", "shard", "worker", "seconds", "rss")} for rs in results for r in rs]
+        return RandomizeReport(spent=spent, num_edges_out=total_out, seconds=seconds, peak_rss=peak, meta=out_meta,
+                               tasks=tasks)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         if not ok:  # nothing that looks complete may remain
