@@ -107,6 +107,7 @@ def test_locallap_and_multibit_bit_identical(client, big):
     assert rep.spent[0].params["candidates"] == ref.spent.params["candidates"]
 
 
+@pytest.mark.slow  # compiles the Numba RR row driver in both workers (~10 s cold); same bits as "cpp"
 def test_numba_engine_bit_identical(client, small):
     csr, _, d = small
     SH.randomize(d / "in", d / "dprr_nb", seed=SEED, client=client, engine="numba",

@@ -15,15 +15,16 @@ import numpy as np
 from .._numba import edges as E
 from .._numba import rng as R
 
+# serial loops, GIL released: a shard is the unit of parallelism (one task per worker
+# thread); parallel=True would add tens of seconds of compilation per worker for nothing
 jit = nb.njit(cache=True, nogil=True)
-pjit = nb.njit(cache=True, nogil=True, parallel=True)
 
 _BLOCK = 256
 _STREAM_LOCALLAP = 10
 _I64_MIN = np.iinfo(np.int64).min
 
 
-@pjit
+@jit
 def check_rows(row0, n, rowptr, col):
     """(flags, hash) of ``edges_check_csr`` for these rows: flags 1 range, 2 order/duplicates,
     4 self loop; ``hash`` is this shard's term of the symmetry hash (the shards' terms sum to 0
@@ -34,7 +35,7 @@ def check_rows(row0, n, rowptr, col):
     hs = np.zeros(max(nblk, 1), dtype=np.uint64)
     gold = np.uint64(0x9E3779B97F4A7C15)
     s32 = np.uint64(32)
-    for blk in nb.prange(nblk):
+    for blk in range(nblk):
         f = np.int64(0)
         h = np.uint64(0)
         for li in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
@@ -64,14 +65,14 @@ def check_rows(row0, n, rowptr, col):
     return f, h
 
 
-@pjit
+@jit
 def _rr(row0, n, rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, orp, ocol, fill):
     m = rowptr.shape[0] - 1
     nblk = (m + _BLOCK - 1) // _BLOCK
     bad = np.zeros(max(nblk, 1), dtype=np.int64)
     if not fill:
         orp[0] = 0
-    for blk in nb.prange(nblk):
+    for blk in range(nblk):
         stt = np.empty(11, dtype=np.uint64)
         stf = np.empty(11, dtype=np.uint64)
         for li in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
@@ -105,13 +106,13 @@ def rr_rows(row0: int, n: int, rowptr, col, seed: int, streams, p_true, p_false)
     return orp, ocol
 
 
-@pjit
+@jit
 def ll_edge_values(row0, rowptr, col, seed, t, s, one, out):
     """LocalLap's true upper entries (``locallap_edge_values``) of rows ``row0 + i``:
     ``one + DLap`` from ``CellRng(seed, LOCALLAP, i, j)`` for ``j > i``, INT64_MIN otherwise."""
     m = rowptr.shape[0] - 1
     nblk = (m + _BLOCK - 1) // _BLOCK
-    for blk in nb.prange(nblk):
+    for blk in range(nblk):
         st = np.empty(11, dtype=np.uint64)
         for li in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
             i = row0 + li
@@ -124,14 +125,14 @@ def ll_edge_values(row0, rowptr, col, seed, t, s, one, out):
                 out[k] = one + R.discrete_laplace(st, t, s)
 
 
-@pjit
+@jit
 def _ll_zero(row0, n, erp, ecol, seed, rnd, pi, lo, hi, t, s, orp, oc, ov, fill):
     m = erp.shape[0] - 1
     nblk = (m + _BLOCK - 1) // _BLOCK
     bad = np.zeros(max(nblk, 1), dtype=np.int64)
     if not fill:
         orp[0] = 0
-    for blk in nb.prange(nblk):
+    for blk in range(nblk):
         stg = np.empty(11, dtype=np.uint64)
         stv = np.empty(11, dtype=np.uint64)
         for li in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
