@@ -839,6 +839,7 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
     espec, espent = _edge_spec(edges, n, nnz)
     fspec, lspec = _node_specs(features, labels, meta)
     seed = resolve_seed(seed)
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     if (out_dir / "meta.json").exists() or any(out_dir.glob("part-*.parquet")):
         raise FileExistsError(f"out_dir: {out_dir} already holds output (meta.json or part files); choose an "
@@ -921,6 +922,8 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         if not ok:  # nothing that looks complete may remain
             for f in list(out_dir.glob("part-*.parquet")) + list(out_dir.glob("nodes-*.parquet")):
                 f.unlink(missing_ok=True)
+            if created and not any(out_dir.iterdir()):
+                out_dir.rmdir()
         if own is not None:
             own[0].close()
             if own[1] is not None:
