@@ -116,7 +116,9 @@ class DistributedDPOptimizer(DPOptimizer):
     """:class:`ldpfast.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
 
     Same parameters as :class:`~ldpfast.dpsgd.DPOptimizer`, plus ``group`` (process group,
-    default the world).  Rank 0 draws the noise (same generator and order as the
+    default the world).  With NCCL the parameters live on the GPU; the noise is still drawn
+    by the CPU generator (the single process's draws) and moved (GPU path not run here: it
+    also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.dpsgd`).  Rank 0 draws the noise (same generator and order as the
     single-process optimizer with the same ``seed``) and adds it to its partial sum before
     the all-reduce; the noise is thus drawn once.  ``secure_mode`` is refused: it seeds
     from ``secrets``, and only rank 0 draws, so it would work, but no test covers it yet.
@@ -134,8 +136,8 @@ class DistributedDPOptimizer(DPOptimizer):
         rank, world = _world()
         params = [p for p in self.module._module.parameters() if p.requires_grad]
         if rank == 0:
-            for p in params:  # the single-process optimizer's draws, in its order
-                p.grad = p.grad + self._noise(p.shape).to(p.dtype)
+            for p in params:  # the single-process optimizer's draws (CPU generator), in its order
+                p.grad = p.grad + self._noise(p.shape).to(device=p.device, dtype=p.dtype)
         if world > 1:
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM, group=self.group)
@@ -260,6 +262,7 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
                            degree_bound=degree_bound)
     torch.manual_seed(seed)
     net = build_model(model, int(data.x.shape[1]), int(data.y.max()) + 1, hidden=hidden, num_layers=num_layers)
+    net = net.to(data.x.device)  # initialised on CPU (same weights as one process), then moved
     gsm = SubgraphGradSampleModule(net)
     opt = DistributedDPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=C,
                                  expected_batch_size=sampler.expected_batch_size, seed=seed ^ _NOISE_TAG,
@@ -337,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.distributed.init_process_group(backend_name)
     try:
         data = load(a.dataset)
+        if a.device == "cuda":  # sampler and model on the GPU (not run here: no GPU)
+            data = data.to("cuda")
         n = int(data.num_nodes)
         delta = a.delta if a.delta is not None else 1.0 / n ** 1.1
         res = train(data, q_b=a.q_b, M=a.M, T=a.T, eps=a.eps, delta=delta, max_grad_norm=a.C, lr=a.lr,
@@ -345,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             with torch.no_grad():
                 res.model.eval()
                 pred = res.model(data.x, data.edge_index).argmax(1)
-                acc = float((pred == data.y).float().mean())
+                acc = float((pred == data.y).float().mean().cpu())
             print(json.dumps({"world_size": res.world_size, "eps": res.spent.eps, "delta": res.spent.delta,
                               "sigma": res.sigma, "T": a.T, "accuracy_full_graph": acc}))
     finally:
