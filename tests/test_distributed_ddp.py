@@ -128,3 +128,26 @@ def test_ranks_disagreeing_fail_clearly_without_leaking_the_seed(tmp_path):
         assert "seed differs" in msg and "sigma differs" in msg
         assert str(SEED) not in msg and str(SEED + 1) not in msg and hex(SEED)[2:] not in msg
         assert ddp._seed_digest(SEED)[:16] not in msg
+
+
+@pytest.mark.slow  # starts torchrun (two fresh interpreters importing torch and PyG)
+def test_torchrun_entry_point(tmp_path):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "seed").write_text(str(SEED))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+           "-m", "ldpfast.distributed.ddp", "--dataset", "cora", "--T", "3", "--q-b", "0.05",
+           "--seed-file", str(tmp_path / "seed")]
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    line = [ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1]
+    out = json.loads(line)
+    assert out["world_size"] == 2 and out["T"] == 3 and 0 < out["eps"] <= 4.0 + 1e-9
+    assert str(SEED) not in res.stdout + res.stderr
