@@ -13,6 +13,11 @@ Commands
     Runs ``benchmarks/bench_NAME.py`` from the source checkout (``--list`` lists them).
 ``reproduce METHOD``
     Paper reproductions (filled by the method pipelines as they land).
+``randomize IN OUT``
+    Sharded randomisation of a row-block Parquet shard set on a Dask cluster
+    (``--scheduler tcp://host:8786``; default a local cluster), bit-identical to the
+    single-machine mechanisms (:mod:`ldpfast.distributed.shards`, docs/scaling.md).  Needs
+    ``pip install 'ldpfast[distributed]'``.
 """
 from __future__ import annotations
 
@@ -136,6 +141,55 @@ def cmd_reproduce(args, rest) -> int:
     return int(mod.reproduce_main(rest) or 0)
 
 
+def _randomize_seed(args) -> int | None:
+    if args.seed is not None and args.seed_file is not None:
+        raise SystemExit("ldpfast randomize: give --seed or --seed-file, not both")
+    if args.seed_file is None:
+        return args.seed
+    txt = Path(args.seed_file).read_text().strip()
+    try:
+        return int(txt, 0)
+    except ValueError:
+        raise SystemExit("ldpfast randomize: --seed-file must hold one integer in [0, 2**64)") from None
+
+
+def cmd_randomize(args) -> int:
+    from ldpfast.distributed.shards import randomize
+
+    edges = features = labels = None
+    if args.edges:
+        if args.edge_eps is None:
+            raise SystemExit("ldpfast randomize: --edges needs --edge-eps")
+        edges = {"mechanism": args.edges, "eps": args.edge_eps}
+        if args.edges == "dprr":
+            edges.update(eps1=args.eps1, n_max=args.n_max, alpha=args.dprr_alpha)
+        elif args.edges == "rr":
+            edges["max_output_edges"] = args.max_output_edges
+    if args.features:
+        if args.feature_eps is None:
+            raise SystemExit("ldpfast randomize: --features needs --feature-eps")
+        features = {"mechanism": args.features, "eps": args.feature_eps}
+        if args.features in ("grr", "grr_fs"):
+            if args.k is None:
+                raise SystemExit(f"ldpfast randomize: --features {args.features} needs --k (domain size)")
+            features["k"] = args.k
+        else:
+            features["alpha"], features["beta"] = args.range
+        if args.features in ("grr_fs", "multibit"):
+            features["m"] = args.m
+    if args.labels is not None:
+        if args.label_eps is None:
+            raise SystemExit("ldpfast randomize: --labels needs --label-eps")
+        labels = {"num_classes": args.labels, "eps": args.label_eps, "use_mask": not args.no_label_mask}
+    rep = randomize(args.input, args.output, seed=_randomize_seed(args), edges=edges, features=features,
+                    labels=labels, scheduler=args.scheduler, n_workers=args.workers,
+                    memory_limit=args.memory_limit, progress=not args.no_progress, engine=args.engine)
+    print(json.dumps({"output": str(args.output), "num_edges_out": rep.num_edges_out,
+                      "spent": [sp.to_dict() for sp in rep.spent], "seconds": rep.seconds,
+                      "peak_rss_per_worker": rep.peak_rss}, indent=1, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ldpfast", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -158,13 +212,43 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--dir", default=None, help="benchmarks folder (default: the checkout's)")
     pr = sub.add_parser("reproduce", help="reproduce a paper's tables (extra args passed on)")
     pr.add_argument("method", choices=REPRODUCIBLE)
+    pz = sub.add_parser("randomize", help="sharded randomisation on Dask (bit-identical to one machine)")
+    pz.add_argument("input", help="input shard folder (meta.json + Parquet row blocks)")
+    pz.add_argument("output", help="output folder (must not hold output yet)")
+    pz.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786 "
+                                                      "(default: a local cluster)")
+    pz.add_argument("--workers", type=int, default=2, help="local cluster: worker processes (default 2)")
+    pz.add_argument("--memory-limit", default="4GiB", help="local cluster: memory per worker (default 4GiB)")
+    pz.add_argument("--edges", choices=("dprr", "rr", "locallap"), default=None)
+    pz.add_argument("--edge-eps", type=float, default=None, help="edge budget per user")
+    pz.add_argument("--eps1", type=float, default=None, help="DPRR degree budget (default: paper eq. 8)")
+    pz.add_argument("--n-max", type=int, default=None, help="DPRR n_max of eq. 8 (default: num_nodes)")
+    pz.add_argument("--dprr-alpha", type=float, default=0.9, help="DPRR alpha of eq. 8 (default 0.9)")
+    pz.add_argument("--max-output-edges", type=int, default=50_000_000, help="RR output guard")
+    pz.add_argument("--features", choices=("grr", "grr_fs", "onebit", "multibit"), default=None)
+    pz.add_argument("--feature-eps", type=float, default=None,
+                    help="feature budget (grr: per value; grr_fs: eps_x; onebit/multibit: per node)")
+    pz.add_argument("--k", type=int, default=None, help="grr / grr_fs: domain size of every column")
+    pz.add_argument("--m", type=int, default=None, help="grr_fs: sampled features; multibit: sampled dims")
+    pz.add_argument("--range", type=float, nargs=2, default=(0.0, 1.0), metavar=("ALPHA", "BETA"),
+                    help="onebit / multibit: public feature range (default 0 1)")
+    pz.add_argument("--labels", type=int, default=None, metavar="NUM_CLASSES", help="randomise labels")
+    pz.add_argument("--label-eps", type=float, default=None)
+    pz.add_argument("--no-label-mask", action="store_true", help="randomise every label (ignore y_mask)")
+    pz.add_argument("--seed", type=int, default=None,
+                    help="secret seed in [0, 2**64) (default: from the OS); never written to the output")
+    pz.add_argument("--seed-file", default=None, help="read the secret seed from this file instead")
+    pz.add_argument("--engine", choices=("cpp", "numba"), default="cpp",
+                    help="DPRR/RR sampler per shard: cpp (fast, 32 bytes per node per task) or numba "
+                         "(shard rows only); same output")
+    pz.add_argument("--no-progress", action="store_true")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.cmd in ("info", "demo") and rest:
+    if args.cmd in ("info", "demo", "randomize") and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.cmd == "info":
         return cmd_info(args)
@@ -172,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_demo(args)
     if args.cmd == "bench":
         return cmd_bench(args, rest)
+    if args.cmd == "randomize":
+        return cmd_randomize(args)
     return cmd_reproduce(args, rest)
 
 

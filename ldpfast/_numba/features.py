@@ -79,14 +79,15 @@ def _grr_bits(k):
 
 # --- kernels ---------------------------------------------------------------------------------
 @pjit
-def _grr(x, k, T, bkm1, seed, out):
+def _grr(x, k, T, bkm1, seed, out, row0):
     n, d = x.shape
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
         keep = np.empty(11, np.uint64)
         bits = np.empty(13, np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            R.cell_init(keep, seed, STREAM_GRR, i, SUB_GRR_KEEP)
-            _bits_init(bits, seed, STREAM_GRR, i, SUB_GRR_BITS)
+            r = row0 + i  # global row: a row block draws what the whole matrix would
+            R.cell_init(keep, seed, STREAM_GRR, r, SUB_GRR_KEEP)
+            _bits_init(bits, seed, STREAM_GRR, r, SUB_GRR_BITS)
             for j in range(d):
                 out[i, j] = _grr_one(_U(x[i, j]), _U(k[j]), T[j], bkm1[j], keep, bits)
 
@@ -106,7 +107,7 @@ def _slot(w, off, b):
 
 
 @pjit
-def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seed, out):
+def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seed, out, row0):
     n, d = x.shape
     all_ = m == d
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
@@ -120,19 +121,20 @@ def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seed, out):
             sel[:] = 1
         idx = np.empty(m, np.int64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            r = row0 + i
             if not all_:
-                R.cell_init(s, seed, STREAM_GRR_FS_SELECT, i, 0)
+                R.cell_init(s, seed, STREAM_GRR_FS_SELECT, r, 0)
                 for c in range(m):
                     j = d - m + c
                     t = np.int64(R.randint(s, _U(j + 1)))
                     pick = j if sel[t] != 0 else t
                     sel[pick] = 1
                     idx[c] = pick
-            _stream_words(g, seed, STREAM_GRR, i, SUB_FS_BITS, w, nblk)
+            _stream_words(g, seed, STREAM_GRR, r, SUB_FS_BITS, w, nblk)
             for j in range(d):
                 out[i, j] = _slot(w, off[j], bk[j])
-            R.cell_init(keep, seed, STREAM_GRR, i, SUB_FS_KEEP)
-            _bits_init(over, seed, STREAM_GRR, i, SUB_FS_OVER)
+            R.cell_init(keep, seed, STREAM_GRR, r, SUB_FS_KEEP)
+            _bits_init(over, seed, STREAM_GRR, r, SUB_FS_OVER)
             for j in range(d):
                 if sel[j] != 0:
                     out[i, j] = _grr_one(_U(x[i, j]), _U(k[j]), T[j], bkm1[j], keep, over)
@@ -161,18 +163,18 @@ def _onebit_one(v, alpha, beta, t_lo, span, g):
 
 
 @pjit
-def _onebit(x, alpha, beta, t_lo, span, seed, out):
+def _onebit(x, alpha, beta, t_lo, span, seed, out, row0):
     n, d = x.shape
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
         g = np.empty(11, np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            R.cell_init(g, seed, STREAM_ONEBIT, i, SUB_ONEBIT)
+            R.cell_init(g, seed, STREAM_ONEBIT, row0 + i, SUB_ONEBIT)
             for j in range(d):
                 out[i, j] = _onebit_one(x[i, j], alpha, beta, t_lo, span, g)
 
 
 @pjit
-def _multibit(x, m, alpha, beta, t_lo, span, seed, out):
+def _multibit(x, m, alpha, beta, t_lo, span, seed, out, row0):
     n, d = x.shape
     all_ = m == d
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
@@ -180,14 +182,14 @@ def _multibit(x, m, alpha, beta, t_lo, span, seed, out):
         s = np.empty(11, np.uint64)
         idx = np.empty(m, np.int64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            R.cell_init(g, seed, STREAM_ONEBIT, i, SUB_MULTIBIT)
+            R.cell_init(g, seed, STREAM_ONEBIT, row0 + i, SUB_MULTIBIT)
             if all_:
                 for j in range(d):
                     out[i, j] = _onebit_one(x[i, j], alpha, beta, t_lo, span, g)
                 continue
             for j in range(d):
                 out[i, j] = 0
-            R.cell_init(s, seed, STREAM_MULTIBIT_SELECT, i, 0)
+            R.cell_init(s, seed, STREAM_MULTIBIT_SELECT, row0 + i, 0)
             for c in range(m):
                 j = d - m + c
                 t = np.int64(R.randint(s, _U(j + 1)))
@@ -200,7 +202,7 @@ def _multibit(x, m, alpha, beta, t_lo, span, seed, out):
 
 
 @pjit
-def _rr_labels(y, mask, c, T, bkm1, seed, out):
+def _rr_labels(y, mask, c, T, bkm1, seed, out, row0):
     n = y.shape[0]
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
         keep = np.empty(11, np.uint64)
@@ -209,8 +211,8 @@ def _rr_labels(y, mask, c, T, bkm1, seed, out):
             if not mask[i]:
                 out[i] = y[i]
                 continue
-            R.cell_init(keep, seed, STREAM_LABEL_RR, i, SUB_LABEL_KEEP)
-            _bits_init(bits, seed, STREAM_LABEL_RR, i, SUB_LABEL_BITS)
+            R.cell_init(keep, seed, STREAM_LABEL_RR, row0 + i, SUB_LABEL_KEEP)
+            _bits_init(bits, seed, STREAM_LABEL_RR, row0 + i, SUB_LABEL_BITS)
             out[i] = _grr_one(_U(y[i]), c, T, bkm1, keep, bits)
 
 
@@ -244,6 +246,15 @@ def _check_range(x, alpha, beta, first):
 
 
 # --- public twins (same signatures as ldpfast._C) --------------------------------------------
+def _row0(row0):
+    """Global index of the first row (``row0`` of the C++ launchers): draws are addressed by
+    ``row0 + i``, so a row block of a matrix gets the bits of those rows in the whole call."""
+    row0 = int(row0)
+    if not 0 <= row0 < 2**48:
+        raise ValueError("row0: expected an int in [0, 2^48)")
+    return np.int64(row0)
+
+
 def _check_2d(x, out, name="x"):
     if x.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array")
@@ -264,13 +275,13 @@ def _cat_args(x, k, thresholds, out):
     return k, T
 
 
-def grr(x, k, thresholds, seed, out):
+def grr(x, k, thresholds, seed, out, row0=0):
     k, T = _cat_args(x, k, thresholds, out)
     _, bkm1 = _grr_bits(k)
-    _grr(x, k, T, bkm1, _U(seed), out)
+    _grr(x, k, T, bkm1, _U(seed), out, _row0(row0))
 
 
-def grr_fs(x, k, thresholds, m, seed, out):
+def grr_fs(x, k, thresholds, m, seed, out, row0=0):
     k, T = _cat_args(x, k, thresholds, out)
     if not 1 <= m <= x.shape[1]:
         raise ValueError("m: expected an int in [1, d]")
@@ -280,7 +291,7 @@ def grr_fs(x, k, thresholds, m, seed, out):
         off[1:] = np.cumsum(bk.astype(np.int64))[:-1]
     total = int(bk.astype(np.int64).sum())
     nblk = ((total + 31) // 32 + 3) // 4
-    _grr_fs(x, k, T, bk, bkm1, off, np.int64(nblk), np.int64(m), _U(seed), out)
+    _grr_fs(x, k, T, bk, bkm1, off, np.int64(nblk), np.int64(m), _U(seed), out, _row0(row0))
 
 
 def _onebit_args(alpha, beta, t_lo, span):
@@ -290,21 +301,21 @@ def _onebit_args(alpha, beta, t_lo, span):
         raise ValueError("t_lo, span: expected 1 <= t_lo <= 2^31 and 2 t_lo + span <= 2^32")
 
 
-def onebit(x, alpha, beta, t_lo, span, seed, out):
+def onebit(x, alpha, beta, t_lo, span, seed, out, row0=0):
     _check_2d(x, out)
     _onebit_args(alpha, beta, t_lo, span)
-    _onebit(x, float(alpha), float(beta), _U(t_lo), float(span), _U(seed), out)
+    _onebit(x, float(alpha), float(beta), _U(t_lo), float(span), _U(seed), out, _row0(row0))
 
 
-def multibit_encode(x, m, alpha, beta, t_lo, span, seed, out):
+def multibit_encode(x, m, alpha, beta, t_lo, span, seed, out, row0=0):
     _check_2d(x, out)
     _onebit_args(alpha, beta, t_lo, span)
     if not 1 <= m <= x.shape[1]:
         raise ValueError("m: expected an int in [1, d]")
-    _multibit(x, np.int64(m), float(alpha), float(beta), _U(t_lo), float(span), _U(seed), out)
+    _multibit(x, np.int64(m), float(alpha), float(beta), _U(t_lo), float(span), _U(seed), out, _row0(row0))
 
 
-def rr_labels(y, mask, num_classes, threshold, seed, out):
+def rr_labels(y, mask, num_classes, threshold, seed, out, row0=0):
     if y.ndim != 1:
         raise ValueError("y: expected a 1-D array")
     if out.shape != y.shape or mask.shape != y.shape:
@@ -314,7 +325,7 @@ def rr_labels(y, mask, num_classes, threshold, seed, out):
     if threshold > 2**32:
         raise ValueError("threshold: must be <= 2^32")
     bkm1 = _U(max(int(num_classes) - 2, 0).bit_length())
-    _rr_labels(y, mask, _U(num_classes), _U(threshold), bkm1, _U(seed), out)
+    _rr_labels(y, mask, _U(num_classes), _U(threshold), bkm1, _U(seed), out, _row0(row0))
 
 
 def check_categorical(x, k):

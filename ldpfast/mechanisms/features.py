@@ -146,6 +146,19 @@ def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x") ->
                          f"[alpha, beta] = [{alpha}, {beta}]")
 
 
+def _row_kw(row_offset: int, name: str) -> dict:
+    """Kernel keyword for a row block's global offset: ``{}`` for 0 (every backend, bits
+    unchanged), else ``{"row0": row_offset}`` (CPU backends only: the CUDA launchers do not
+    take one yet)."""
+    row_offset = check_int("row_offset", row_offset, 0, 2**48 - 1)
+    if row_offset == 0:
+        return {}
+    if name == "cuda":
+        raise ValueError("row_offset: only the CPU backends (cpp, numba) take a row offset; move the "
+                         "block to CPU or pass row_offset=0")
+    return {"row0": row_offset}
+
+
 def _thresholds(eps: float, k: np.ndarray) -> np.ndarray:
     """Per-column GRR keep thresholds (one computation per distinct domain size)."""
     table = {int(v): grr_threshold(eps, int(v)) for v in np.unique(k)}
@@ -161,7 +174,7 @@ def _categorical_input(x, name="x"):
 
 
 def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
-        backend: str | None = None) -> tuple[torch.Tensor, Spent]:
+        backend: str | None = None, row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
     """Generalized randomized response on every entry of a categorical matrix.
 
     Each entry ``x[i, j]`` in ``[0, k_j)`` is reported truthfully with probability
@@ -182,6 +195,10 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     backend : {"cpp", "numba", "cuda"}, optional
         Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
         else C++ if built, else Numba).
+    row_offset : int
+        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
+        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
 
     Returns
     -------
@@ -202,7 +219,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     T = _thresholds(eps, kk)
     K, name, xc, view = _kernel_input(x2, backend, lambda K, xa: _check_values_in_domain(K, xa, kk))
     out = torch.empty_like(xc)
-    K.grr(view(xc), kk, T, seed, view(out))
+    K.grr(view(xc), kk, T, seed, view(out), **_row_kw(row_offset, name))
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
                   params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": name,
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
@@ -210,7 +227,8 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
 
 
 def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = None, *,
-           accounting: str = "exact", backend: str | None = None) -> tuple[torch.Tensor, Spent]:
+           accounting: str = "exact", backend: str | None = None,
+           row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
     """GRR with feature sampling (GRR-FS), RGNN section IV-A, eq. (4).
 
     Each node samples ``m`` of its ``d`` features uniformly without replacement and reports
@@ -237,6 +255,10 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
         labelled as the paper's claim; it is **not** a valid eps-LDP bound when ``m < d``
         (see :mod:`ldpfast.privacy.ldp`).  Both values are always in ``Spent.params``.
     backend : {"cpp", "numba", "cuda"}, optional
+    row_offset : int
+        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
+        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
 
     Returns
     -------
@@ -270,7 +292,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     T = _thresholds(eps_x, gam)
     K, name, xc, view = _kernel_input(x, backend, lambda K, xa: _check_values_in_domain(K, xa, gam))
     out = torch.empty_like(xc)
-    K.grr_fs(view(xc), gam, T, m, seed, view(out))
+    K.grr_fs(view(xc), gam, T, m, seed, view(out), **_row_kw(row_offset, name))
     exact = grr_fs_epsilon_exact(eps_x, m, d)
     thm1 = grr_fs_epsilon(eps_x, m, d)
     if accounting == "exact":
@@ -309,7 +331,8 @@ def _continuous_input(x, alpha, beta):
 
 
 def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
-           seed: int | None = None, *, backend: str | None = None) -> tuple[torch.Tensor, Spent]:
+           seed: int | None = None, *, backend: str | None = None,
+           row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
     """1-bit mechanism on every feature (Ding et al. 2017, as used by LPGNN; Algorithm 1
     with ``m = d``).
 
@@ -329,6 +352,10 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
         Public range of the features, ``alpha < beta``.
     seed : int, optional
     backend : {"cpp", "numba", "cuda"}, optional
+    row_offset : int
+        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
+        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
 
     Returns
     -------
@@ -348,7 +375,7 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     K, name, xc, view = _kernel_input(
         x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
     out = torch.empty_like(xc, dtype=torch.int8)
-    K.onebit(view(xc), alpha, beta, t_lo, span, seed, view(out))
+    K.onebit(view(xc), alpha, beta, t_lo, span, seed, view(out), **_row_kw(row_offset, name))
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
                           "backend": name,
@@ -358,7 +385,7 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
 
 def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: float = 0.0,
                     beta: float = 1.0, seed: int | None = None, *,
-                    backend: str | None = None) -> tuple[torch.Tensor, Spent]:
+                    backend: str | None = None, row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
     """LPGNN multi-bit encoder (paper 002, section 3.1, Algorithm 1).
 
     Each node samples ``m`` of its ``d`` dimensions uniformly without replacement; a
@@ -379,6 +406,10 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
         Public feature range, ``alpha < beta``.
     seed : int, optional
     backend : {"cpp", "numba", "cuda"}, optional
+    row_offset : int
+        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
+        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
 
     Returns
     -------
@@ -404,7 +435,7 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     K, name, xc, view = _kernel_input(
         x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
     out = torch.empty_like(xc, dtype=torch.int8)
-    K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seed, view(out))
+    K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seed, view(out), **_row_kw(row_offset, name))
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
                           "backend": name,

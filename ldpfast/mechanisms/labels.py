@@ -15,14 +15,14 @@ from .._checks import check_eps, check_int, check_tensor
 from ..privacy.budget import Spent
 from ..privacy.ldp import grr_probs, grr_threshold
 from ..rng import resolve_seed
-from .features import INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernels
+from .features import INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernels, _row_kw
 
 __all__ = ["rr_labels"]
 
 
 def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = None, *,
               mask: torch.Tensor | None = None,
-              backend: str | None = None) -> tuple[torch.Tensor, Spent]:
+              backend: str | None = None, row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
     """Randomized response on labels (LPGNN eq. 11; RGNN section IV-B).
 
     For every node with ``mask[i]`` true, the label ``y[i]`` in ``[0, c)`` is kept with
@@ -45,6 +45,9 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
         ``(n,)`` bool: the nodes that report a label (default: all).
     backend : {"cpp", "numba", "cuda"}, optional
         Kernel backend (default: CUDA kernels for CUDA tensors, else C++ if built, else Numba).
+    row_offset : int
+        Global index of ``y[0]`` (default 0): ``rr_labels(y[a:b], ..., row_offset=a)`` equals
+        ``rr_labels(y, ...)[0][a:b]`` bit for bit (with the mask sliced alike).  CPU backends only.
 
     Returns
     -------
@@ -78,7 +81,7 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     T = grr_threshold(eps, c)
     out = torch.empty_like(yc)
     view = _array_view(device)
-    K.rr_labels(view(yc), view(m), c, T, seed, view(out))
+    K.rr_labels(view(yc), view(m), c, T, seed, view(out), **_row_kw(row_offset, name))
     p, q = grr_probs(eps, c)
     spent = Spent("rr_labels", "labels", eps, guarantee="eps-LDP per node",
                   params={"num_classes": c, "p": p, "q": q, "num_randomised": int(m.sum()),

@@ -219,6 +219,25 @@ def _check_step(step) -> int:
     return check_int("step", step, 0, STEP_MAX)
 
 
+def _check_part(part):
+    if part is None:
+        return None
+    if not isinstance(part, tuple) or len(part) != 2:
+        raise TypeError(f"part: expected a (rank, world_size) tuple, got {part!r}")
+    W = check_int("part[1] (world size)", part[1], 1)
+    r = check_int("part[0] (rank)", part[0], 0, W - 1)
+    return r, W
+
+
+def _share(centers, part):
+    """Share ``part = (r, W)`` of the ascending central nodes: ``[r B // W, (r + 1) B // W)``."""
+    if part is None:
+        return centers
+    r, W = part
+    B = centers.shape[0]
+    return centers[r * B // W:(r + 1) * B // W]
+
+
 def _edges(k, csr: CSR, n_id: np.ndarray, node_ptr: np.ndarray, induced: bool):
     B = node_ptr.shape[0] - 1
     counts = np.empty(B, dtype=np.int64)
@@ -447,16 +466,23 @@ class HeterPoisson:
         self._k.heter_central(cand, self.seed, step, self.q_b, flags)
         return torch.from_numpy(cand[flags.astype(bool)])
 
-    def sample(self, step: int, *, with_x: bool = True) -> SubgraphBatch:
-        """The sub-graph batch of training step ``step`` (0-based, < 2**32)."""
+    def sample(self, step: int, *, with_x: bool = True, part: tuple[int, int] | None = None) -> SubgraphBatch:
+        """The sub-graph batch of training step ``step`` (0-based, < 2**32).
+
+        ``part = (r, W)``, ``0 <= r < W``: only the ``r``-th of ``W`` contiguous shares of the
+        step's central nodes (ascending ids; share ``r`` is ``[r B // W, (r + 1) B // W)``).
+        Each sub-graph depends only on ``(seed, step, centre)``, so the ``W`` shares together
+        are exactly the whole batch (data-parallel training, :mod:`ldpfast.distributed.ddp`).
+        """
         step = _check_step(step)
+        part = _check_part(part)
         if self._dev == "cuda":
-            return self._sample_cuda(step, with_x)
+            return self._sample_cuda(step, with_x, part)
         k, csr = self._k, self.csr
         cand = self.candidates.numpy()
         flags = np.empty(cand.shape[0], dtype=np.uint8)
         k.heter_central(cand, self.seed, step, self.q_b, flags)
-        centers = cand[flags.view(bool)]
+        centers = _share(cand[flags.view(bool)], part)
         B = centers.shape[0]
         rp = csr.rowptr.numpy()
         # one pass into slots of 1 + deg(centre) per sub-graph, then compaction
@@ -475,12 +501,12 @@ class HeterPoisson:
         ei = _edges(k, csr, n_id, node_ptr, self.induced)
         return _assemble(self.data, n_id, node_ptr, zeroed, ei, step, with_x, counts)
 
-    def _sample_cuda(self, step: int, with_x: bool) -> SubgraphBatch:
+    def _sample_cuda(self, step: int, with_x: bool, part: tuple[int, int] | None = None) -> SubgraphBatch:
         # sample() on the device: the same passes as the C++ path (same kernels' bodies,
         # csrc/common/sampling.h), prefix sums and compaction with torch; no host copy.
         k, csr = self._k, self.csr
         dev = csr.rowptr.device
-        centers = self.central(step)
+        centers = _share(self.central(step), part)
         B = centers.numel()
         rp = csr.rowptr
         ub_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)

@@ -1,0 +1,362 @@
+"""Data-parallel HeterPoisson DP-SGD over ``torch.distributed`` (gloo on CPU, NCCL on GPU).
+
+Launch one process per device with ``torchrun`` (it sets ``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``)::
+
+    torchrun --nproc_per_node 2 -m ldpfast.distributed.ddp --dataset cora --eps 4 --T 100 \\
+        --seed-file secret.txt
+
+Protocol of one step ``t`` (Algorithm 1 of paper 003, split over ``W`` ranks):
+
+1. every rank draws the step's central nodes (``HeterPoisson.central``: a counter-based draw
+   per candidate, addressed by ``(seed, t, node)``, identical on every rank) and builds the
+   sub-graphs of its contiguous share ``r`` of them (``HeterPoisson.sample(t, part=(r, W))``).
+   A sub-graph depends only on ``(seed, t, centre)``, so the union of the shares is the
+   single-process batch;
+2. every rank computes its clipped per-sub-graph gradient sum (the unchanged
+   :class:`ldpfast.dpsgd.SubgraphGradSampleModule`);
+3. rank 0 adds the Gaussian noise, drawn once, from the generator the single-process
+   :class:`ldpfast.dpsgd.DPOptimizer` uses (same seed, same draws in the same parameter
+   order); the other ranks add nothing;
+4. one all-reduce (sum) of the flattened gradients; every rank divides by the expected
+   batch size and takes the same optimizer step, so the replicas stay equal.
+
+The released gradient is therefore ``sum_b clip(g_b) + N(0, (2 C sigma)^2 I)`` exactly as in
+one process; only the order of the floating-point additions differs (per-rank partial sums,
+then the all-reduce), so the trained model equals the single-process model **up to the
+reduction order** (float32 round-off), not bit for bit.  The accountant is unchanged
+(:class:`ldpfast.privacy.accountant.HeterPoissonAccountant` with the same ``q_b, M, sigma, T``).
+
+At start-up the ranks all-gather ``(hash(seed), q_b, M, C, sigma, T)`` and raise if any
+differs (a rank with another seed would sample other sub-graphs and, on rank 0, other
+noise).  The seed is compared through a SHA-256 digest that is never printed or logged.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .._checks import check_eps, check_int, check_prob, check_real
+from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+from ..privacy.budget import Spent
+from ..rng import resolve_seed
+
+__all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "main", "train"]
+
+AGREED = ("seed", "q_b", "M", "C", "sigma", "T")
+"""Parameters every rank must share (checked by :func:`check_agreement`)."""
+
+# the same derived seeds as ldpfast.methods.heterpoisson.fit (sampler, noise)
+_SAMPLER_TAG = 0xBA7C4
+_NOISE_TAG = 0x5EED
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world size); (0, 1) when torch.distributed is not initialised."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _seed_digest(seed: int) -> str:
+    # domain-separated digest: equal seeds give equal digests; never printed
+    return hashlib.sha256(b"ldpfast.ddp.seed:" + int(seed).to_bytes(8, "little")).hexdigest()
+
+
+def check_agreement(*, seed: int, q_b: float, M: float, C: float, sigma: float, T: int,
+                    group=None) -> None:
+    """All-gather the training parameters and raise if the ranks disagree.
+
+    Parameters
+    ----------
+    seed, q_b, M, C, sigma, T
+        This rank's values (``C`` = clipping norm).  The seed is exchanged only as a SHA-256
+        digest, and no message names the seed or its digest.
+    group : torch.distributed process group, optional
+        Default: the world.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameters that differ and the ranks holding each value (for the seed,
+        only which ranks differ).  Raised on every rank, so no rank is left waiting.
+    """
+    world = _world()[1]
+    mine = {"seed": _seed_digest(seed), "q_b": float(q_b), "M": float(M), "C": float(C),
+            "sigma": float(sigma), "T": int(T)}
+    if world == 1:
+        return
+    gathered: list[Any] = [None] * world
+    torch.distributed.all_gather_object(gathered, mine, group=group)
+    problems = []
+    for name in AGREED:
+        vals = [g[name] for g in gathered]
+        if any(v != vals[0] for v in vals):
+            if name == "seed":
+                groups: dict[str, list[int]] = {}
+                for r, v in enumerate(vals):
+                    groups.setdefault(v, []).append(r)
+                problems.append("seed differs between ranks (groups of ranks with equal seeds: "
+                                f"{sorted(groups.values())})")
+            else:
+                problems.append(f"{name} differs: " + ", ".join(f"rank {r}: {v!r}" for r, v in enumerate(vals)))
+    if problems:
+        raise ValueError("ddp: the ranks must train with the same seed, q_b, M, C (max_grad_norm), sigma and T; "
+                         + "; ".join(problems))
+
+
+class DistributedDPOptimizer(DPOptimizer):
+    """:class:`ldpfast.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
+
+    Same parameters as :class:`~ldpfast.dpsgd.DPOptimizer`, plus ``group`` (process group,
+    default the world).  With NCCL the parameters live on the GPU; the noise is still drawn
+    by the CPU generator (the single process's draws) and moved (GPU path not run here: it
+    also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.dpsgd`).  Rank 0 draws the noise (same generator and order as the
+    single-process optimizer with the same ``seed``) and adds it to its partial sum before
+    the all-reduce; the noise is thus drawn once.  ``secure_mode`` is refused: it seeds
+    from ``secrets``, and only rank 0 draws, so it would work, but no test covers it yet.
+    """
+
+    def __init__(self, optimizer, module, *, sigma, max_grad_norm=0.5, expected_batch_size=None, seed=None,
+                 group=None):
+        super().__init__(optimizer, module, sigma=sigma, max_grad_norm=max_grad_norm,
+                         expected_batch_size=expected_batch_size, seed=seed, secure_mode=False)
+        self.group = group
+
+    def pre_step(self):
+        """Clip per sub-graph and sum (this rank), add the noise (rank 0), all-reduce, scale."""
+        stats = self.module.clip_and_accumulate(self.max_grad_norm)
+        rank, world = _world()
+        params = [p for p in self.module._module.parameters() if p.requires_grad]
+        if rank == 0:
+            for p in params:  # the single-process optimizer's draws (CPU generator), in its order
+                p.grad = p.grad + self._noise(p.shape).to(device=p.device, dtype=p.dtype)
+        if world > 1:
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM, group=self.group)
+            off = 0
+            for p in params:
+                k = p.numel()
+                p.grad = flat[off:off + k].view_as(p).clone()
+                off += k
+        if self.expected_batch_size is not None:
+            for p in params:
+                p.grad = p.grad / self.expected_batch_size
+        self.steps += 1
+        self.last_stats = stats
+        return stats
+
+
+@dataclass
+class DDPResult:
+    """Output of :func:`train` (identical on every rank).
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The trained network.
+    spent : Spent
+        Node-level ``(eps, delta)`` of the release (Theorem 2 RDP accountant), or ``None``
+        when ``delta`` was not given.  Never holds the seed.
+    sigma : float
+        Noise multiplier used.
+    subgraphs_per_step : list of int
+        This rank's number of sub-graphs at each step.
+    world_size : int
+    settings : dict
+    """
+
+    model: torch.nn.Module
+    spent: Spent | None
+    sigma: float
+    subgraphs_per_step: list[int]
+    world_size: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps: float | None = None,
+          delta: float | None = None, max_grad_norm: float = 0.5, lr: float = 0.03, model: str = "gcn",
+          hidden: int = 128, num_layers: int = 1, train_nodes=None, induced: bool = True,
+          degree_model: str = "s2_public_degrees", degree_bound: int | None = None, seed: int | None = None,
+          backend: str | None = None, group=None) -> DDPResult:
+    """Train a node-level DP GNN with HeterPoisson DP-SGD on every rank of ``torch.distributed``.
+
+    Call it on every rank after ``torch.distributed.init_process_group`` (``"gloo"`` for
+    CPU tensors, ``"nccl"`` for CUDA ones); without an initialised process group it trains
+    in one process, which is the reference the ranks reproduce (module docstring).  The
+    training loop is that of :func:`ldpfast.methods.heterpoisson.fit` (transductive
+    sampler on ``data`` with candidates ``train_nodes``, Adam, noise ``N(0, (2 C sigma)^2)``,
+    gradient divided by the expected batch size) with the same derived seeds.
+
+    Parameters
+    ----------
+    data : torch_geometric.data.Data
+        The whole graph (``x``, ``y``, ``edge_index``), the same on every rank.
+    q_b : float
+        Sampling rate in (0, 1].
+    M : float
+        Neighbourhood multiplier, > 0.
+    T : int
+        Number of steps, >= 1.
+    sigma : float, optional
+        Noise multiplier (paper units).  If omitted, calibrated for ``eps`` at ``delta``
+        with the Theorem 2 RDP accountant (both then required).
+    eps, delta : float, optional
+        Target budget (``eps > 0``, ``delta`` in (0, 1)); with ``delta`` the spent budget is
+        reported.
+    max_grad_norm : float
+        Clipping norm ``C`` (paper: 0.5), > 0.
+    lr, model, hidden, num_layers
+        As in :func:`ldpfast.methods.heterpoisson.fit` (``model`` in gcn / sage / gin).
+    train_nodes : bool mask, optional
+        Candidate central nodes (default: all).
+    induced, degree_model, degree_bound, backend
+        As in :class:`ldpfast.sampling.HeterPoisson`.
+    seed : int, optional
+        Shared secret seed; required when the world has more than one rank (each rank
+        drawing its own would break the protocol; :func:`check_agreement` catches a
+        mismatch).  Never recorded.
+    group : process group, optional
+
+    Raises
+    ------
+    ValueError
+        Bad parameters (named), ranks that disagree (:func:`check_agreement`).
+    """
+    from ..methods.heterpoisson import build_model
+    from ..privacy.accountant import HeterPoissonAccountant
+    from ..sampling import HeterPoisson
+
+    rank, world = _world()
+    if seed is None and world > 1:
+        raise ValueError("seed: required with more than one rank (all ranks must share it); pass the same "
+                         "secret 64-bit seed on every rank")
+    seed = resolve_seed(seed)
+    q_b = check_prob("q_b", q_b, open_low=True)
+    M = check_real("M", M, 0.0)
+    if M <= 0:
+        raise ValueError(f"M: expected a finite number > 0, got {M}")
+    T = check_int("T", T, 1)
+    C = check_eps("max_grad_norm", max_grad_norm)
+    check_eps("lr", lr)
+    n = int(data.num_nodes)
+    acc = HeterPoissonAccountant(q_b, M, n, degree_model=degree_model, degree_bound=degree_bound)
+    if delta is not None:
+        delta = check_prob("delta", delta, open_low=True, open_high=True)
+    if sigma is None:
+        if eps is None or delta is None:
+            raise ValueError("sigma: give sigma, or eps and delta to calibrate it")
+        sigma = acc.calibrate_sigma(check_eps("eps", eps), delta, T, method="rdp")
+    sigma = check_eps("sigma", sigma)
+    check_agreement(seed=seed, q_b=q_b, M=M, C=C, sigma=sigma, T=T, group=group)
+
+    sampler = HeterPoisson(data, q_b, M, seed=seed ^ _SAMPLER_TAG, train_nodes=train_nodes, overlap="drop",
+                           induced=induced, backend=backend, num_steps=T, degree_model=degree_model,
+                           degree_bound=degree_bound)
+    torch.manual_seed(seed)
+    net = build_model(model, int(data.x.shape[1]), int(data.y.max()) + 1, hidden=hidden, num_layers=num_layers)
+    net = net.to(data.x.device)  # initialised on CPU (same weights as one process), then moved
+    gsm = SubgraphGradSampleModule(net)
+    opt = DistributedDPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=C,
+                                 expected_batch_size=sampler.expected_batch_size, seed=seed ^ _NOISE_TAG,
+                                 group=group)
+    sizes = []
+    for t in range(T):
+        batch = sampler.sample(t, part=(rank, world))
+        gsm.train()
+        opt.zero_grad()
+        if batch.num_subgraphs == 0:  # this rank's share is empty: it still joins the all-reduce
+            gsm._recs, gsm._num_subgraphs = [], 0
+            gsm._seg = torch.zeros(0, dtype=torch.long)
+        else:
+            subgraph_loss(gsm(batch), batch).backward()
+        opt.step()
+        sizes.append(batch.num_subgraphs)
+    spent = None
+    if delta is not None:
+        rep = acc.epsilon(sigma, T, delta, method="rdp")
+        spent = Spent(mechanism="heterpoisson", target="nodes", eps=float(rep.eps), delta=float(delta),
+                      guarantee=f"(eps, delta) {sampler.privacy_model}",
+                      params={"q_b": q_b, "M": M, "sigma": sigma, "T": T, "C": C, "accountant": "rdp",
+                              "world_size": world, "degree_model": degree_model, "degree_bound": degree_bound})
+    settings = {"model": model, "hidden": hidden, "num_layers": num_layers, "lr": lr, "induced": induced,
+                "noise_std": 2 * C * sigma, "expected_batch_size": sampler.expected_batch_size,
+                "reduction": "per-rank clipped sums + noise on rank 0, all-reduce SUM (equal to one process "
+                             "up to the floating-point reduction order)"}
+    return DDPResult(model=net, spent=spent, sigma=float(sigma), subgraphs_per_step=sizes, world_size=world,
+                     settings=settings)
+
+
+# ----------------------------------------------------------------------------- torchrun entry
+def _read_seed(path: str | None) -> int | None:
+    if path is None:
+        return None
+    with open(path) as f:
+        txt = f.read().strip()
+    try:
+        v = int(txt, 0)
+    except ValueError:
+        raise ValueError("--seed-file: expected one integer in [0, 2**64)") from None
+    if not 0 <= v < 2**64:
+        raise ValueError("--seed-file: expected one integer in [0, 2**64)")
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``torchrun --nproc_per_node W -m ldpfast.distributed.ddp --dataset NAME ...``.
+
+    Initialises the process group from torchrun's environment (gloo on CPU, NCCL when
+    ``--device cuda``), trains with :func:`train` and prints (rank 0) a JSON line with the
+    budget spent and the test accuracy.  The seed is read from ``--seed-file`` (the same
+    file on every rank) so it never appears in a command line or log.
+    """
+    p = argparse.ArgumentParser(prog="ldpfast.distributed.ddp", description=main.__doc__)
+    p.add_argument("--dataset", default="cora", help="dataset name for ldpfast.datasets.load (default cora)")
+    p.add_argument("--eps", type=float, default=4.0)
+    p.add_argument("--delta", type=float, default=None, help="default 1/|V|^1.1")
+    p.add_argument("--q-b", type=float, default=0.1)
+    p.add_argument("--M", type=float, default=1.0)
+    p.add_argument("--T", type=int, default=100)
+    p.add_argument("--C", type=float, default=0.5, help="clipping norm")
+    p.add_argument("--lr", type=float, default=0.03)
+    p.add_argument("--model", default="gcn", choices=("gcn", "sage", "gin"))
+    p.add_argument("--seed-file", required=True, help="file holding the shared secret seed (never logged)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    a = p.parse_args(argv)
+    import os
+
+    from ..datasets import load
+
+    backend_name = "nccl" if a.device == "cuda" else "gloo"
+    if a.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.distributed.init_process_group(backend_name)
+    try:
+        data = load(a.dataset)
+        if a.device == "cuda":  # sampler and model on the GPU (not run here: no GPU)
+            data = data.to("cuda")
+        n = int(data.num_nodes)
+        delta = a.delta if a.delta is not None else 1.0 / n ** 1.1
+        res = train(data, q_b=a.q_b, M=a.M, T=a.T, eps=a.eps, delta=delta, max_grad_norm=a.C, lr=a.lr,
+                    model=a.model, seed=_read_seed(a.seed_file))
+        if torch.distributed.get_rank() == 0:
+            with torch.no_grad():
+                res.model.eval()
+                pred = res.model(data.x, data.edge_index).argmax(1)
+                acc = float((pred == data.y).float().mean().cpu())
+            print(json.dumps({"world_size": res.world_size, "eps": res.spent.eps, "delta": res.spent.delta,
+                              "sigma": res.sigma, "T": a.T, "accuracy_full_graph": acc}))
+    finally:
+        torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

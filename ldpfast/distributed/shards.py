@@ -1,0 +1,1031 @@
+"""Sharded randomisation on Dask: the edge, feature and label mechanisms on row-block shards.
+
+A graph too large for one machine is stored as row-block shards (:func:`write_shards`
+makes them from an in-memory graph; any producer can write the same layout)::
+
+    in/meta.json                 {"format": "ldpfast-shards/1", "num_nodes": n, "num_edges": nnz,
+                                  "shards": [{"row_start": a, "row_end": b, "nnz": k,
+                                              "edges": "edges-00000.parquet",
+                                              "nodes": "nodes-00000.parquet" or null}, ...]}
+    in/edges-00000.parquet       columns src, dst (int64): the neighbour lists of rows [a, b),
+                                 sorted by (src, dst), both directions of every undirected edge
+    in/nodes-00000.parquet       optional: x (fixed-size list, one row per node of [a, b)),
+                                 y (int64), y_mask (bool)
+
+:func:`randomize` runs one task per shard on a ``dask.distributed`` cluster; no task reads
+another shard, and the driver only sees per-shard summaries of a few numbers (and, for
+LocalLap, a histogram of candidate values).  Every draw of the single-machine kernels is
+addressed by ``(seed, stream, global row, col)`` (counter-based Philox), and each task draws
+with the global row ids of its shard, so the output equals the single-machine call with the
+same seed **bit for bit**:
+
+* ``dprr``: ``ldpfast.mechanisms.dprr(graph, eps, seed, eps1, n_max=n_max, alpha=alpha)``:
+  the budget split (eq. 8) uses only public ``n_max`` (default ``n``, from meta.json); the
+  noisy degree of row ``i`` is ``CellRng(seed, DPRR_DEGREE, i, 0)``; ``q_i`` and the bit
+  probabilities depend only on row ``i``'s degree, its noise and public ``n, eps2``.  One
+  pass after validation.
+* ``rr``: ``rr_edges(graph, eps, seed, max_output_edges)``; the size guard uses ``n`` and
+  the total edge count (public in meta.json), exactly the single-machine expectation.
+* ``locallap``: ``local_laplace(graph, eps, seed)``.  Its global quantities are computed from
+  per-shard integers, exactly: pass 1 draws each shard's noisy degrees (rows' own cells) and
+  returns ``sum(noise)``; the driver forms ``T = floor((|E| G + sum noise) / (2 G))`` clipped
+  to ``[0, n(n-1)/2]`` in integer arithmetic as the single-machine code does, and the
+  threshold ``tau``.  Pass 2 draws each shard's candidates (true upper entries and zero
+  entries above ``tau``, the rows' own cells) and returns a histogram of candidate values;
+  the driver merges the histograms into the exact ``T``-th largest value and draws the
+  tie-break with the single-machine generator over the global candidate order (round 0 of
+  every shard in row order, then later rounds, then true edges), handing each shard its
+  chosen ties.  Pass 3 writes the kept entries.  (A second threshold round, probability
+  below ``e^-50``, is handled as in the single-machine code.)  The output shards hold the
+  upper triangle ``U`` (``src < dst``) of the undirected result, row block by row block:
+  exactly the ``src < dst`` entries of ``local_laplace(...).noisy``; the graph is ``U + U^T``.
+* features (``grr``, ``grr_fs``, ``onebit``, ``multibit``) and labels (``rr_labels``): the
+  same mechanism functions on the shard's rows with ``row_offset = row_start``.
+
+Failure semantics: every task writes to ``out/.staging-<token>/`` under a temporary name and
+renames it there when its file is complete; the driver moves the shards into ``out/`` and
+writes ``out/meta.json`` last, only after every task succeeded.  A failing task, a killed
+worker (the local cluster allows no retry) or bad input anywhere raises on the driver, the
+staging folder is removed, and ``out/`` holds no part file and no meta.json.  Input is
+validated completely (pass 1) before anything is randomised, as in the single-machine calls.
+
+Paths must be visible to every worker under the same name (local disk for a LocalCluster,
+a shared file system otherwise).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._checks import check_eps, check_int, check_prob
+from ..graph import CSR
+from ..privacy.budget import Spent
+from ..rng import Stream, resolve_seed
+
+__all__ = [
+    "EDGE_MECHANISMS",
+    "FEATURE_MECHANISMS",
+    "FORMAT",
+    "RandomizeReport",
+    "randomize",
+    "read_shards",
+    "write_shards",
+]
+
+FORMAT = "ldpfast-shards/1"
+EDGE_MECHANISMS = ("dprr", "rr", "locallap")
+FEATURE_MECHANISMS = ("grr", "grr_fs", "onebit", "multibit")
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise ImportError("ldpfast.distributed.shards needs pyarrow and dask[distributed]: "
+                          "pip install 'ldpfast[distributed]'") from exc
+    return pa, pq
+
+
+# ----------------------------------------------------------------------------- shard I/O
+def _write_atomic(table, path: Path) -> None:
+    """Parquet ``table`` to ``path`` through a temporary name in the same folder."""
+    _, pq = _require_pyarrow()
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _edges_table(rowptr: np.ndarray, col: np.ndarray, row0: int):
+    pa, _ = _require_pyarrow()
+    counts = np.diff(rowptr)
+    src = np.repeat(np.arange(row0, row0 + counts.shape[0], dtype=np.int64), counts)
+    return pa.table({"src": src, "dst": col.astype(np.int64, copy=False)})
+
+
+def _nodes_table(x: np.ndarray | None = None, y: np.ndarray | None = None, y_mask: np.ndarray | None = None):
+    pa, _ = _require_pyarrow()
+    cols = {}
+    if x is not None:
+        d = x.shape[1]
+        cols["x"] = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(x).reshape(-1)), d)
+    if y is not None:
+        cols["y"] = pa.array(y)
+    if y_mask is not None:
+        cols["y_mask"] = pa.array(y_mask)
+    return pa.table(cols)
+
+
+def _read_nodes(path: Path, m: int) -> dict[str, np.ndarray]:
+    _, pq = _require_pyarrow()
+    t = pq.read_table(path)
+    if t.num_rows != m:
+        raise ValueError(f"{path.name}: expected {m} rows (one per node of the shard), got {t.num_rows}")
+    out = {}
+    if "x" in t.column_names:
+        col = t.column("x").combine_chunks()
+        d = col.type.list_size
+        out["x"] = col.values.to_numpy(zero_copy_only=False).reshape(m, d)
+    for name in ("y", "y_mask"):
+        if name in t.column_names:
+            out[name] = t.column(name).to_numpy()
+    return out
+
+
+def _read_edges(path: Path, a: int, b: int, n: int):
+    """Local CSR (rowptr of length b - a + 1, int64 col) of a shard, checked: src in [a, b)
+    and sorted (column order, range, loops and symmetry are checked by ``check_rows``)."""
+    _, pq = _require_pyarrow()
+    t = pq.read_table(path, columns=["src", "dst"])
+    src = t.column("src").to_numpy()
+    dst = t.column("dst").to_numpy().astype(np.int64, copy=False)
+    if src.shape[0] and (int(src.min()) < a or int(src.max()) >= b):
+        raise ValueError(f"graph: {path.name} holds rows [{a}, {b}) but lists src values in "
+                         f"[{int(src.min())}, {int(src.max())}]")
+    if src.shape[0] > 1 and bool((src[1:] < src[:-1]).any()):
+        raise ValueError(f"graph: {path.name} is not sorted by src")
+    rowptr = np.zeros(b - a + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src - a, minlength=b - a), out=rowptr[1:])
+    col = dst.astype(np.int32) if n <= np.iinfo(np.int32).max else dst
+    return rowptr, np.ascontiguousarray(col)
+
+
+def write_shards(graph, path, num_shards: int, *, x: torch.Tensor | None = None, y: torch.Tensor | None = None,
+                 y_mask: torch.Tensor | None = None) -> dict:
+    """Store a graph (and optional node data) as row-block Parquet shards (module docstring).
+
+    For tests and for owners who still hold the graph in one place; a graph that never was
+    on one machine is written in the same layout by its producer.
+
+    Parameters
+    ----------
+    graph : ldpfast.graph.CSR or torch_geometric.data.Data
+        Simple undirected graph (checked as by the edge mechanisms).
+    path : str or Path
+        Output folder (created; must not hold a meta.json already).
+    num_shards : int
+        Number of row blocks, in [1, n]; cut so that each holds about ``(|E| + n) / num_shards``
+        entries plus rows.
+    x, y, y_mask : torch.Tensor, optional
+        ``(n, d)`` features, ``(n,)`` labels and the bool mask of nodes that report a label.
+
+    Returns
+    -------
+    dict
+        The meta.json written.
+    """
+    from ..mechanisms.edges import _graph_csr
+
+    pa, _ = _require_pyarrow()
+    csr = _graph_csr(graph, None)
+    n = csr.num_nodes
+    num_shards = check_int("num_shards", num_shards, 1, n)
+    for name, t, dims in (("x", x, 2), ("y", y, 1), ("y_mask", y_mask, 1)):
+        if t is not None and (not isinstance(t, torch.Tensor) or t.dim() != dims or t.shape[0] != n):
+            raise ValueError(f"{name}: expected a {dims}-D tensor with {n} rows")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if (path / "meta.json").exists():
+        raise FileExistsError(f"path: {path} already holds a shard set (meta.json); choose an empty folder")
+    rp = csr.rowptr.numpy()
+    col = csr.col.numpy()
+    weight = rp + np.arange(n + 1)
+    cuts = np.searchsorted(weight, np.linspace(0, weight[-1], num_shards + 1), side="left")
+    cuts[0], cuts[-1] = 0, n
+    cuts = np.maximum.accumulate(cuts)
+    shards = []
+    for s in range(num_shards):
+        a, b = int(cuts[s]), int(cuts[s + 1])
+        e_name = f"edges-{s:05d}.parquet"
+        _write_atomic(_edges_table(rp[a:b + 1] - rp[a], col[rp[a]:rp[b]], a), path / e_name)
+        nodes = None
+        if x is not None or y is not None:
+            nodes = f"nodes-{s:05d}.parquet"
+            _write_atomic(_nodes_table(None if x is None else x[a:b].numpy(), None if y is None else y[a:b].numpy(),
+                                       None if y_mask is None else y_mask[a:b].numpy()), path / nodes)
+        shards.append({"row_start": a, "row_end": b, "nnz": int(rp[b] - rp[a]), "edges": e_name, "nodes": nodes})
+    meta = {"format": FORMAT, "num_nodes": n, "num_edges": int(csr.nnz), "shards": shards,
+            "x": None if x is None else {"dtype": str(x.dtype).replace("torch.", ""), "d": int(x.shape[1])},
+            "y": y is not None, "pyarrow": pa.__version__}
+    (path / "meta.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def read_shards(path) -> dict[str, Any]:
+    """Gather a shard set into memory: ``{"edge_index": (2, E) int64, "num_nodes": n}`` plus
+    ``x``, ``y``, ``y_mask`` when stored.  For tests and small outputs only (it is the one
+    function here that gathers)."""
+    _, pq = _require_pyarrow()
+    path = Path(path)
+    meta = _load_meta(path)
+    src, dst, nodes = [], [], []
+    for sh in meta["shards"]:
+        if sh.get("edges"):
+            t = pq.read_table(path / sh["edges"], columns=["src", "dst"])
+            src.append(t.column("src").to_numpy())
+            dst.append(t.column("dst").to_numpy())
+        if sh.get("nodes"):
+            nodes.append(_read_nodes(path / sh["nodes"], sh["row_end"] - sh["row_start"]))
+    out: dict[str, Any] = {"num_nodes": meta["num_nodes"], "meta": meta}
+    if src:
+        out["edge_index"] = torch.from_numpy(np.stack([np.concatenate(src), np.concatenate(dst)]))
+    for key in ("x", "y", "y_mask"):
+        if nodes and key in nodes[0]:
+            out[key] = torch.from_numpy(np.concatenate([nd[key] for nd in nodes]))
+    return out
+
+
+def _load_meta(path: Path) -> dict:
+    f = path / "meta.json"
+    if not f.exists():
+        raise FileNotFoundError(f"in_dir: {path} has no meta.json (not a complete shard set)")
+    meta = json.loads(f.read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"in_dir: {f} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    n = check_int("num_nodes (meta.json)", meta["num_nodes"], 2)
+    prev = 0
+    for sh in meta["shards"]:
+        a, b = int(sh["row_start"]), int(sh["row_end"])
+        if a != prev or b < a:
+            raise ValueError(f"in_dir: meta.json shards must cover [0, {n}) in order; got a shard [{a}, {b}) "
+                             f"after row {prev}")
+        prev = b
+    if prev != n:
+        raise ValueError(f"in_dir: meta.json shards end at row {prev}, expected num_nodes = {n}")
+    return meta
+
+
+# ----------------------------------------------------------------------------- the plan
+@dataclass
+class _Plan:
+    """Everything a shard task needs (public parameters and the seed; pickled to workers)."""
+
+    in_dir: str
+    stage: str
+    n: int
+    seed: int = field(repr=False)  # secret: never in a repr, log or output
+    edges: dict | None = None
+    features: dict | None = None
+    labels: dict | None = None
+    rounds: list = field(default_factory=list)  # LocalLap: (rnd, pi, lo, hi) per round
+    engine: str = "cpp"  # DPRR / RR sampler: "cpp" (n-row view) or "numba" (shard rows only)
+
+
+def _kernels():
+    from .. import _backend
+
+    return _backend.get("cpu", None)
+
+
+def _peak_rss() -> int:
+    """Peak resident bytes of this process: VmHWM (Linux; ru_maxrss would report the peak of
+    the parent that forked the worker, as Linux keeps it across exec), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _call(fn, *args) -> dict:
+    """Run a shard task; add its wall time, the worker's address and peak resident memory."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    out["task"] = fn.__name__.strip("_")
+    out["seconds"] = time.perf_counter() - t0
+    try:
+        from distributed import get_worker
+
+        out["worker"] = get_worker().address
+    except ValueError:  # not on a worker (direct call)
+        out["worker"] = "local"
+    out["rss"] = _peak_rss()
+    return out
+
+
+def _fault(plan: _Plan, s: int, where: str) -> None:
+    """Test hook: ``_fault = {"shard": s, "at": where, "how": "raise" | "exit"}`` in the edge
+    spec makes that task fail there (after writing a partial temporary file for "exit")."""
+    f = (plan.edges or {}).get("_fault") or (plan.features or {}).get("_fault")
+    if not f or f["shard"] != s or f["at"] != where:
+        return
+    if f["how"] == "exit":
+        (Path(plan.stage) / f".part-{s:05d}.parquet.partial.tmp").write_bytes(b"PAR1 truncated")
+        os._exit(17)
+    raise RuntimeError(f"injected failure in shard {s} ({where})")
+
+
+def _validate_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Pass 1: read and check the shard; LocalLap: its noisy-degree sum."""
+    from ..mechanisms.edges import _FLAG_MSG
+    from ._rows import check_rows
+
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    _fault(plan, s, "validate")
+    out: dict[str, Any] = {"shard": s}
+    if plan.edges is not None:
+        rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+        if int(rp[-1]) != int(sh["nnz"]):
+            raise ValueError(f"graph: {sh['edges']} has {int(rp[-1])} entries, meta.json says {sh['nnz']}")
+        flags, h = check_rows(np.int64(a), np.int64(plan.n), rp, col)
+        if flags:
+            bad = [msg for bit, msg in _FLAG_MSG.items() if flags & bit]
+            raise ValueError(f"graph: shard {s} (rows [{a}, {b})): the neighbour lists must form a simple "
+                             "undirected graph; found " + "; ".join(bad))
+        out["hash"] = int(h)
+        if plan.edges["mechanism"] == "locallap":
+            noise = np.empty((b - a, 1), dtype=np.int64)
+            _kernels().fill_discrete_laplace(noise, plan.seed, int(Stream.LOCALLAP), a, plan.edges["t1"],
+                                             plan.edges["s1"])
+            out["noise_sum"] = int(noise.sum())
+    if plan.features is not None or plan.labels is not None:
+        if not sh.get("nodes"):
+            raise ValueError(f"in_dir: shard {s} has no nodes file, but features or labels were asked for")
+        nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a)
+        if plan.features is not None:
+            if "x" not in nd:
+                raise ValueError(f"x: shard {s} stores no features")
+            _check_features(plan.features, nd["x"], a)
+        if plan.labels is not None:
+            if "y" not in nd:
+                raise ValueError(f"y: shard {s} stores no labels")
+            y = nd["y"]
+            m = nd.get("y_mask", np.ones(b - a, dtype=bool)) if plan.labels.get("use_mask", True) else \
+                np.ones(b - a, dtype=bool)
+            c = plan.labels["num_classes"]
+            bad = np.flatnonzero(m & ((y < 0) | (y >= c)))
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"y: label {int(y[i])} of node {a + i} is outside [0, num_classes) = [0, {c})")
+    return out
+
+
+def _check_features(spec: dict, x: np.ndarray, a: int) -> None:
+    """The mechanism's own input check on a block, errors naming the global row."""
+    from ..mechanisms import features as F
+
+    K = _kernels()
+    mech = spec["mechanism"]
+    if mech in ("grr", "grr_fs"):
+        k = F._as_domain("k" if mech == "grr" else "domain", spec["k"], x.shape[1])
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"x: {mech} needs integer features, got {x.dtype}")
+        bad = K.check_categorical(np.ascontiguousarray(x), k)
+        if bad >= 0:
+            i, j = divmod(bad, x.shape[1])
+            raise ValueError(f"x: value {int(x[i, j])} at row {a + i}, column {j} is outside the column's "
+                             f"domain [0, {int(k[j])})")
+    else:
+        if x.dtype.kind != "f":
+            raise TypeError(f"x: {mech} needs float features, got {x.dtype}")
+        bad = K.check_range(np.ascontiguousarray(x), spec["alpha"], spec["beta"])
+        if bad >= 0:
+            i, j = divmod(bad, x.shape[1])
+            raise ValueError(f"x: value {float(x[i, j])} at index ({a + i}, {j}) is NaN or outside "
+                             f"[alpha, beta] = [{spec['alpha']}, {spec['beta']}]")
+
+
+def _randomize_nodes(plan: _Plan, s: int, sh: dict, stage: Path) -> str | None:
+    """Features and labels of the shard with ``row_offset = row_start``; the output file name."""
+    if plan.features is None and plan.labels is None:
+        return None
+    from ..mechanisms import features as F
+    from ..mechanisms.labels import rr_labels
+
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a)
+    xo = yo = None
+    if plan.features is not None:
+        f = plan.features
+        x = torch.from_numpy(np.array(nd["x"], order="C"))  # writable copy of the Arrow buffer
+        mech = f["mechanism"]
+        if mech == "grr":
+            xo = F.grr(x, f["k"], f["eps"], plan.seed, row_offset=a)[0]
+        elif mech == "grr_fs":
+            xo = F.grr_fs(x, f["k"], f["eps"], f["m"], plan.seed, row_offset=a)[0]
+        elif mech == "onebit":
+            xo = F.onebit(x, f["eps"], f["alpha"], f["beta"], plan.seed, row_offset=a)[0]
+        else:
+            xo = F.multibit_encode(x, f["eps"], f["m"], f["alpha"], f["beta"], plan.seed, row_offset=a)[0]
+        xo = xo.numpy()
+    if plan.labels is not None:
+        lab = plan.labels
+        y = torch.from_numpy(np.array(nd["y"]))
+        mask = torch.from_numpy(np.array(nd["y_mask"])) if (lab.get("use_mask", True) and "y_mask" in nd) else None
+        yo = rr_labels(y, lab["num_classes"], lab["eps"], plan.seed, mask=mask, row_offset=a)[0].numpy()
+    name = f"nodes-{s:05d}.parquet"
+    _write_atomic(_nodes_table(xo, yo), stage / name)
+    return name
+
+
+def _rr_shard(plan: _Plan, a: int, rp: np.ndarray, col: np.ndarray, streams, pt, pf):
+    """The RR sampler on rows [a, a + m) of the shard: ``(local rowptr, col)``.
+
+    ``engine="cpp"``: the C++ one-pass kernel (``edges_rr_sample``) on an n-row view in which
+    the other rows are empty with probabilities 0 (they draw nothing), so every row keeps its
+    global id; costs 32 n bytes and O(n) trivial row visits per task.  ``"numba"``: the Numba
+    twin's row body over the shard's rows only (O(shard) memory, about 4x slower here).
+    Both are bit-identical to the single-machine call."""
+    from ..mechanisms.edges import _rr_sample
+
+    n, m = plan.n, rp.shape[0] - 1
+    if plan.engine == "numba":
+        from ._rows import rr_rows
+
+        return rr_rows(a, n, rp, col, plan.seed, streams, pt, pf)
+    ptp = np.zeros(n)
+    ptp[a:a + m] = pt
+    pfp = np.zeros(n)
+    pfp[a:a + m] = pf
+    res = _rr_sample(CSR(torch.from_numpy(_padded_rowptr(rp, a, n)), torch.from_numpy(col), n), ptp, pfp,
+                     plan.seed, streams=streams)
+    return res.rowptr.numpy()[a:a + m + 1].copy(), res.col.numpy()
+
+
+def _padded_rowptr(rp: np.ndarray, a: int, n: int) -> np.ndarray:
+    m = rp.shape[0] - 1
+    rpp = np.empty(n + 1, dtype=np.int64)
+    rpp[:a] = 0
+    rpp[a:a + m + 1] = rp
+    rpp[a + m + 1:] = rp[-1]
+    return rpp
+
+
+def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Pass 2 of DPRR / RR (and the node mechanisms): randomise the shard and write it."""
+    from ..mechanisms.edges import _bit_probs, _rr_probs
+    stage = Path(plan.stage)
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    out: dict[str, Any] = {"shard": s, "edges": None, "nnz_out": 0}
+    e = plan.edges
+    if e is not None and e["mechanism"] in ("dprr", "rr"):
+        rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+        deg = np.diff(rp)
+        if e["mechanism"] == "dprr":
+            noise = np.empty((b - a, 1), dtype=np.int64)
+            _kernels().fill_discrete_laplace(noise, plan.seed, int(Stream.DPRR_DEGREE), a, e["t"], e["s"])
+            d_star = deg.astype(np.float64) + e["g"] * noise[:, 0].astype(np.float64)
+            del noise
+            _, _, _, pt, pf = _bit_probs(d_star, plan.n, e["eps2"])
+            streams = (Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0)
+        else:
+            p, pm = _rr_probs(e["eps"])
+            pt, pf = np.full(b - a, p), np.full(b - a, pm)
+            streams = (Stream.RR_EDGES, 0, Stream.RR_EDGES, 1)
+        _fault(plan, s, "sample")
+        orp, ocol = _rr_shard(plan, a, rp, col, streams, pt, pf)
+        del rp, col, pt, pf
+        name = f"part-{s:05d}.parquet"
+        _write_atomic(_edges_table(orp, ocol, a), stage / name)
+        out.update(edges=name, nnz_out=int(orp[-1]))
+    out["nodes"] = _randomize_nodes(plan, s, sh, stage)
+    return out
+
+
+# ---- LocalLap -------------------------------------------------------------------------------
+def _ll_work(stage: Path, s: int) -> Path:
+    return stage / f".work-{s:05d}.npz"
+
+
+def _ll_round_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """LocalLap candidates of the latest round for one shard (round 0 also the true upper
+    entries); saves them under the staging folder, returns counts and a value histogram."""
+    from ..mechanisms.edges import _csr_union
+    from ._rows import ll_edge_values, ll_zero_rows
+
+    stage = Path(plan.stage)
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    e = plan.edges
+    rnd, pi, lo, hi = plan.rounds[-1]
+    rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+    work = _ll_work(stage, s)
+    if rnd == 0:
+        ones = np.empty(col.shape[0], dtype=np.int64)
+        ll_edge_values(np.int64(a), rp, col, np.uint64(plan.seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
+                       np.int64(e["G2"]), ones)
+        prev: dict[str, np.ndarray] = {"ones": ones}
+        erp, ecol = rp, col
+    else:
+        with np.load(work) as z:
+            prev = dict(z)
+        erp, ecol = rp, col  # exclusions: the adjacency and every earlier round's picks
+        m = b - a
+        for r in range(rnd):
+            u = _csr_union(CSR(torch.from_numpy(erp), torch.from_numpy(ecol), m),
+                           CSR(torch.from_numpy(prev[f"rp{r}"]), torch.from_numpy(prev[f"c{r}"]), m))
+            erp, ecol = u.rowptr.numpy(), u.col.numpy()
+    _fault(plan, s, "locallap")
+    orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.seed, rnd, pi, lo, hi, e["t2"], e["s2"])
+    prev.update({f"rp{rnd}": orp, f"c{rnd}": oc, f"v{rnd}": ov})
+    tmp = work.with_name(f".{work.name}.{uuid.uuid4().hex}.tmp.npz")
+    np.savez(tmp, **prev)
+    os.replace(tmp, work)
+    ones = prev["ones"]
+    return {"shard": s, "zeros": int(oc.shape[0]), "ones_above": int(((ones != np.iinfo(np.int64).min)
+                                                                      & (ones >= lo)).sum())}
+
+
+def _ll_hist_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Histogram of this shard's candidate values (all rounds, and the true entries >= the
+    last threshold)."""
+    with np.load(_ll_work(Path(plan.stage), s)) as z:
+        lo = plan.rounds[-1][2]
+        vals = [z[f"v{r}"] for r, *_ in plan.rounds]
+        ones = z["ones"]
+        vals.append(ones[(ones != np.iinfo(np.int64).min) & (ones >= lo)])
+    v, c = np.unique(np.concatenate(vals), return_counts=True)
+    return {"shard": s, "values": v, "counts": c}
+
+
+def _ll_sources(z, plan: _Plan):
+    """The shard's candidate sources in the global order: rounds, then true upper entries."""
+    lo = plan.rounds[-1][2]
+    out = [(z[f"rp{r}"], z[f"c{r}"], z[f"v{r}"]) for r, *_ in plan.rounds]
+    ones = z["ones"]
+    return out, ones, (ones != np.iinfo(np.int64).min) & (ones >= lo)
+
+
+def _ll_ties_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Number of candidates equal to v* per source (rounds..., true entries)."""
+    vstar = plan.edges["vstar"]
+    with np.load(_ll_work(Path(plan.stage), s)) as z:
+        rounds, ones, sel = _ll_sources(z, plan)
+        counts = [int((v == vstar).sum()) for _, _, v in rounds]
+        counts.append(int((ones[sel] == vstar).sum()))
+    return {"shard": s, "ties": counts}
+
+
+def _ll_write_task(plan: _Plan, s: int, sh: dict, chosen: list[np.ndarray]) -> dict:
+    """Pass 3: the kept upper-triangle entries of the shard's rows, written as part-s."""
+    from ..mechanisms.edges import _csr_union, _masked_csr
+
+    stage = Path(plan.stage)
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    m = b - a
+    e = plan.edges
+    vstar, mode = e["vstar"], e["keep"]
+    rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+    with np.load(_ll_work(stage, s)) as z:
+        rounds, ones, sel = _ll_sources(z, plan)
+        idx = np.flatnonzero(sel)
+        sources = [(orp, oc, ov) for orp, oc, ov in rounds]
+        sources.append((np.searchsorted(idx, rp), col[idx], ones[idx]))
+        parts = []
+        for k, (orp, oc, ov) in enumerate(sources):
+            if mode == "none":
+                keep = np.zeros(ov.shape[0], dtype=bool)
+            elif mode == "all":
+                keep = np.ones(ov.shape[0], dtype=bool)
+            else:
+                keep = ov > vstar
+                tie_pos = np.flatnonzero(ov == vstar)
+                keep[tie_pos[chosen[k]]] = True
+            parts.append(_masked_csr(orp, oc, keep, m))
+    U = parts[0]
+    for p in parts[1:]:
+        U = _csr_union(U, p)
+    name = f"part-{s:05d}.parquet"
+    _fault(plan, s, "write")
+    _write_atomic(_edges_table(U.rowptr.numpy(), U.col.numpy(), a), stage / name)
+    out = {"shard": s, "edges": name, "nnz_out": int(U.nnz)}
+    out["nodes"] = _randomize_nodes(plan, s, sh, stage)
+    return out
+
+
+# ----------------------------------------------------------------------------- driver
+@dataclass
+class RandomizeReport:
+    """Result of :func:`randomize` (also saved as ``out/meta.json``, without the seed).
+
+    Attributes
+    ----------
+    spent : list of Spent
+        One per mechanism run (edges, features, labels), as the single-machine call reports.
+    num_edges_out : int
+        Entries written (directed lists; LocalLap: the upper triangle).
+    seconds : dict
+        Wall time per phase.
+    peak_rss : dict
+        Peak resident memory (bytes) reported by each worker address.
+    meta : dict
+        The output meta.json.
+    tasks : list of dict
+        One entry per task: ``task``, ``shard``, ``worker``, ``seconds``, ``rss``.
+    """
+
+    spent: list[Spent]
+    num_edges_out: int
+    seconds: dict[str, float]
+    peak_rss: dict[str, int]
+    meta: dict
+    tasks: list[dict] = field(default_factory=list)
+
+
+def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent | None]:
+    """Checked public parameters of the edge mechanism and its Spent (single-machine formulas)."""
+    if edges is None:
+        return None, None
+    from ..mechanisms import edges as EM
+
+    e = dict(edges)
+    mech = e.pop("mechanism", None)
+    fault = e.pop("_fault", None)
+    if mech not in EDGE_MECHANISMS:
+        raise ValueError(f"edges: mechanism must be one of {EDGE_MECHANISMS}, got {mech!r}")
+    eps = check_eps("eps", e.pop("eps", None))
+    spec: dict[str, Any] = {"mechanism": mech, "eps": eps, "_fault": fault}
+    if mech == "dprr":
+        n_max = e.pop("n_max", None)
+        n_max = n if n_max is None else check_int("n_max", n_max, lo=max(n, 2))
+        alpha = check_prob("alpha", e.pop("alpha", 0.9), open_low=True, open_high=True)
+        eps1_in = e.pop("eps1", None)
+        allocation = "paper eq. 8 (eps2 = eps - eps1)" if eps1_in is None else "given eps1 (eps2 = eps - eps1)"
+        eps1, eps2 = EM.dprr_budget(eps, n_max, alpha, eps1_in)
+        g, t, s, eps1_used = EM._grid("eps1", eps1)
+        while eps1_used + eps2 > eps:
+            eps2 = math.nextafter(eps2, 0.0)
+        p, pm = EM._rr_probs(eps2)
+        spec.update(eps2=eps2, g=g, t=t, s=s)
+        spent = Spent(mechanism="dprr", target="edges", eps=eps1_used + eps2, guarantee=EM._GUARANTEE,
+                      params={"eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm,
+                              "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
+                              "allocation": allocation, "num_public": 0, "symmetrize": "none", "sharded": True})
+    elif mech == "rr":
+        max_out = check_int("max_output_edges", e.pop("max_output_edges", 50_000_000), lo=0)
+        p, pm = EM._rr_probs(eps)
+        expected = nnz * p + (n * (n - 1) - nnz) * pm  # = expected_rr_output: sum_i d_i p + (n-1-d_i)(1-p)
+        if expected > max_out:
+            raise ValueError(f"rr: Warner's RR would output about {expected:.4g} directed edges for n={n} at "
+                             f"eps={eps:g}; this exceeds max_output_edges={max_out} (RR makes a sparse graph "
+                             "dense); pass a larger max_output_edges to run it anyway, or use dprr")
+        spent = Spent(mechanism="rr_edges", target="edges", eps=eps, guarantee=EM._GUARANTEE,
+                      params={"eps": eps, "p": p, "flip_prob": pm, "n": n, "expected_output": expected,
+                              "num_public": 0, "symmetrize": "none", "sharded": True})
+    else:
+        eps1 = eps / 10.0
+        eps2 = eps - eps1
+        g1, t1, s1, eps1_used = EM._grid("eps1", eps1)
+        g2, t2, s2, eps2_used = EM._grid("eps2", eps2)
+        while eps1_used + eps2_used > eps:
+            eps2 = math.nextafter(eps2, 0.0)
+            g2, t2, s2, eps2_used = EM._grid("eps2", eps2)
+        spec.update(t1=t1, s1=s1, G1=round(1.0 / g1), t2=t2, s2=s2, G2=round(1.0 / g2), eps1=eps1, eps2=eps2,
+                    eps1_used=eps1_used, eps2_used=eps2_used, g1=g1, g2=g2,
+                    max_dense_entries=check_int("max_dense_entries", e.pop("max_dense_entries", 200_000_000), lo=0),
+                    _target=e.pop("_target", None))
+        spent = None  # completed after the run (T, threshold, candidates)
+    if e:
+        raise ValueError(f"edges: unknown parameters for {mech}: {sorted(e)}")
+    return spec, spent
+
+
+def _node_specs(features: dict | None, labels: dict | None, meta: dict):
+    from ..mechanisms import features as F
+    from ..privacy.ldp import optimal_m
+
+    fspec = lspec = None
+    if features is not None:
+        f = dict(features)
+        mech = f.pop("mechanism", None)
+        if mech not in FEATURE_MECHANISMS:
+            raise ValueError(f"features: mechanism must be one of {FEATURE_MECHANISMS}, got {mech!r}")
+        if not meta.get("x"):
+            raise ValueError("features: the input shards store no features (meta.json x is null)")
+        d = int(meta["x"]["d"])
+        fspec = {"mechanism": mech, "eps": check_eps("eps", f.pop("eps", None)), "_fault": f.pop("_fault", None)}
+        if mech in ("grr", "grr_fs"):
+            fspec["k"] = F._as_domain("k", f.pop("k", None), d).tolist()
+            if mech == "grr_fs":
+                fspec["m"] = check_int("m", f.pop("m", None), 1, d)
+        else:
+            fspec["alpha"], fspec["beta"] = F._continuous_input(torch.zeros(1, d), f.pop("alpha", 0.0),
+                                                                f.pop("beta", 1.0))
+            if mech == "multibit":
+                m = f.pop("m", None)
+                fspec["m"] = optimal_m(fspec["eps"], d) if m is None else check_int("m", m, 1, d)
+        if f:
+            raise ValueError(f"features: unknown parameters for {mech}: {sorted(f)}")
+    if labels is not None:
+        lab = dict(labels)
+        if not meta.get("y"):
+            raise ValueError("labels: the input shards store no labels (meta.json y is false)")
+        lspec = {"num_classes": check_int("num_classes", lab.pop("num_classes", None), 1, 2**31),
+                 "eps": check_eps("eps", lab.pop("eps", None)), "use_mask": bool(lab.pop("use_mask", True))}
+        if lab:
+            raise ValueError(f"labels: unknown parameters: {sorted(lab)}")
+    return fspec, lspec
+
+
+def _run(client, fn, plan: _Plan, shards: list[dict], progress, desc: str, extra=None) -> list[dict]:
+    """One task per shard; returns the results in shard order, raising the first failure."""
+    from distributed import as_completed
+
+    futs = [client.submit(_call, fn, plan, s, sh, *(() if extra is None else (extra[s],)), pure=False,
+                          key=f"ldpfast-{desc}-{s:05d}-{uuid.uuid4().hex[:8]}")
+            for s, sh in enumerate(shards)]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(futs), desc=desc, unit="shard")
+    try:
+        for fut in as_completed(futs):
+            fut.result()  # raises the task's exception (or KilledWorker) at once
+            if bar is not None:
+                bar.update(1)
+    except BaseException:
+        for f in futs:
+            f.cancel()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return client.gather(futs)
+
+
+def _local_client(n_workers: int, memory_limit):
+    import dask
+    from distributed import Client, LocalCluster
+
+    # a killed worker fails the job instead of being retried elsewhere (see module docstring)
+    dask.config.set({"distributed.scheduler.allowed-failures": 0})
+    env = {"LDPFAST_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                           dashboard_address=None, env=env)
+    return Client(cluster), cluster
+
+
+def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = None, features: dict | None = None,
+              labels: dict | None = None, client=None, scheduler: str | None = None, n_workers: int = 2,
+              memory_limit: str | int = "4GiB", progress: bool = False, engine: str = "cpp") -> RandomizeReport:
+    """Randomise a sharded graph on a Dask cluster; output bit-identical to one machine.
+
+    Parameters
+    ----------
+    in_dir : str or Path
+        Input shard set (module docstring; :func:`write_shards`).
+    out_dir : str or Path
+        Output folder: ``part-XXXXX.parquet`` (src, dst), ``nodes-XXXXX.parquet`` (x, y) and
+        ``meta.json`` (written last).  Must not hold a meta.json already.
+    seed : int
+        Secret 64-bit seed, the one a single-machine call would get (``None``: fresh from the
+        OS, then the run cannot be reproduced).  Never written to any output.
+    edges : dict, optional
+        ``{"mechanism": "dprr", "eps": ..., "eps1": None, "n_max": None, "alpha": 0.9}``,
+        ``{"mechanism": "rr", "eps": ..., "max_output_edges": 5e7}`` or
+        ``{"mechanism": "locallap", "eps": ..., "max_dense_entries": 2e8}``: parameters as in
+        :func:`ldpfast.mechanisms.dprr`, :func:`~ldpfast.mechanisms.rr_edges`,
+        :func:`~ldpfast.mechanisms.local_laplace` (common setting: no public users;
+        directed output, rule ``"none"``; LocalLap writes the upper triangle).
+    features : dict, optional
+        ``{"mechanism": "grr", "k": ..., "eps": ...}``, ``{"mechanism": "grr_fs", "k": ...,
+        "eps": eps_x, "m": ...}``, ``{"mechanism": "onebit", "eps": ..., "alpha": 0, "beta": 1}``
+        or ``{"mechanism": "multibit", "eps": ..., "m": None, "alpha": 0, "beta": 1}``.
+    labels : dict, optional
+        ``{"num_classes": c, "eps": ..., "use_mask": True}`` (the stored ``y_mask`` selects
+        the reporting nodes when present).
+    client : distributed.Client, optional
+        Cluster to use.  Otherwise ``scheduler`` (an address such as ``tcp://host:8786``),
+        otherwise a LocalCluster of ``n_workers`` single-threaded worker processes with
+        ``memory_limit`` each (closed afterwards).
+    progress : bool
+        Progress bars per pass.
+    engine : {"cpp", "numba"}
+        Sampler of DPRR / RR per shard: ``"cpp"`` (default) runs the compiled one-pass kernel
+        (the C++ one if built, else its Numba twin) on an n-row view of the shard (32 n bytes
+        and O(n) empty-row visits per task); ``"numba"`` runs the Numba twin's row body over
+        the shard's rows only (O(shard) memory; about 4x slower on one core here).  Same bits.
+        LocalLap always uses the Numba row drivers.
+
+    Returns
+    -------
+    RandomizeReport
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad parameters or bad input shards (naming the parameter, the shard and the global
+        row); nothing is written.
+    RuntimeError, distributed.KilledWorker
+        A task failed or a worker died; ``out_dir`` is left without part files or meta.json.
+    """
+    t_start = time.perf_counter()
+    if engine not in ("cpp", "numba"):
+        raise ValueError(f"engine: expected 'cpp' or 'numba', got {engine!r}")
+    in_dir, out_dir = Path(in_dir).resolve(), Path(out_dir).resolve()
+    meta = _load_meta(in_dir)
+    n, nnz = int(meta["num_nodes"]), int(meta["num_edges"])
+    shards = meta["shards"]
+    if edges is None and features is None and labels is None:
+        raise ValueError("edges, features, labels: give at least one mechanism")
+    espec, espent = _edge_spec(edges, n, nnz)
+    fspec, lspec = _node_specs(features, labels, meta)
+    seed = resolve_seed(seed)
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if (out_dir / "meta.json").exists() or any(out_dir.glob("part-*.parquet")):
+        raise FileExistsError(f"out_dir: {out_dir} already holds output (meta.json or part files); choose an "
+                              "empty folder")
+    stage = out_dir / f".staging-{uuid.uuid4().hex}"
+    stage.mkdir()
+    plan = _Plan(str(in_dir), str(stage), n, seed, espec, fspec, lspec, engine=engine)
+    own = None
+    if client is None:
+        if scheduler is not None:
+            from distributed import Client
+
+            client = Client(scheduler)
+            own = (client, None)
+        else:
+            client, cluster = _local_client(n_workers, memory_limit)
+            own = (client, cluster)
+    seconds: dict[str, float] = {}
+    results: list[list[dict]] = []
+    ok = False
+    try:
+        t0 = time.perf_counter()
+        v = _run(client, _validate_task, plan, shards, progress, "validate")
+        results.append(v)
+        if espec is not None and sum(r["hash"] for r in v) % 2**64 != 0:
+            raise ValueError("graph: the neighbour lists must form a simple undirected graph; found an asymmetric "
+                             "adjacency (edge (i, j) present without (j, i)) across the shards")
+        seconds["validate"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if espec is not None and espec["mechanism"] == "locallap":
+            final, espent = _locallap(client, plan, shards, v, nnz, progress, results)
+        else:
+            final = _run(client, _edge_task, plan, shards, progress, "randomize")
+        results.append(final)
+        seconds["randomize"] = time.perf_counter() - t0
+        # every task succeeded: move the shards out of staging, meta.json last
+        parts, nodes_out = [], []
+        for s, (sh, r) in enumerate(zip(shards, final)):
+            entry = {"row_start": sh["row_start"], "row_end": sh["row_end"], "nnz": r["nnz_out"],
+                     "edges": r.get("edges"), "nodes": r.get("nodes")}
+            for key in ("edges", "nodes"):
+                if entry[key] is not None:
+                    if not (stage / entry[key]).exists():
+                        raise RuntimeError(f"shard {s}: {entry[key]} missing from staging after success")
+                    nodes_out.append(entry[key])
+            parts.append(entry)
+        for name in nodes_out:
+            os.replace(stage / name, out_dir / name)
+        spent = [sp for sp in (espent,) if sp is not None]
+        if fspec is not None:
+            spent.append(_feature_spent(fspec, int(meta["x"]["d"])))
+        if lspec is not None:
+            from ..privacy.ldp import grr_probs
+
+            p, q = grr_probs(lspec["eps"], lspec["num_classes"])
+            spent.append(Spent("rr_labels", "labels", lspec["eps"], guarantee="eps-LDP per node",
+                               params={"num_classes": lspec["num_classes"], "p": p, "q": q, "sharded": True}))
+        total_out = sum(r["nnz_out"] for r in final)
+        peak: dict[str, int] = {}
+        for rs in results:
+            for r in rs:
+                w = r.get("worker") or "?"
+                peak[w] = max(peak.get(w, 0), int(r["rss"]))
+        out_meta = {"format": FORMAT, "num_nodes": n, "num_edges": total_out,
+                    "edges_layout": None if espec is None else
+                    ("upper triangle (src < dst) of the undirected output" if espec["mechanism"] == "locallap"
+                     else "directed noisy lists: row i is user i's report"),
+                    "shards": parts, "spent": [sp.to_dict() for sp in spent],
+                    "x": None if fspec is None else {"d": int(meta["x"]["d"])}, "y": lspec is not None}
+        tmp = out_dir / f".meta.json.{uuid.uuid4().hex}.tmp"
+        tmp.write_text(json.dumps(out_meta, indent=1, default=str))
+        os.replace(tmp, out_dir / "meta.json")
+        ok = True
+        seconds["total"] = time.perf_counter() - t_start
+        tasks = [{k: r.get(k) for k in ("task", "shard", "worker", "seconds", "rss")} for rs in results for r in rs]
+        return RandomizeReport(spent=spent, num_edges_out=total_out, seconds=seconds, peak_rss=peak, meta=out_meta,
+                               tasks=tasks)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if not ok:  # nothing that looks complete may remain
+            for f in list(out_dir.glob("part-*.parquet")) + list(out_dir.glob("nodes-*.parquet")):
+                f.unlink(missing_ok=True)
+            if created and not any(out_dir.iterdir()):
+                out_dir.rmdir()
+        if own is not None:
+            own[0].close()
+            if own[1] is not None:
+                own[1].close()
+
+
+def _feature_spent(f: dict, d: int) -> Spent:
+    from ..privacy.ldp import grr_fs_epsilon_exact
+
+    mech = f["mechanism"]
+    if mech == "grr":
+        return Spent("grr", "features", f["eps"] * d, guarantee="eps-LDP per node",
+                     params={"eps_per_value": f["eps"], "d": d, "sharded": True})
+    if mech == "grr_fs":
+        return Spent("grr_fs", "features", grr_fs_epsilon_exact(f["eps"], f["m"], d),
+                     guarantee="eps-LDP per node (exact: m * eps_x)",
+                     params={"eps_x": f["eps"], "m": f["m"], "d": d, "sharded": True})
+    m = d if mech == "onebit" else f["m"]
+    return Spent(mech, "features", f["eps"], guarantee="eps-LDP per node",
+                 params={"m": m, "eps_per_dim": f["eps"] / m, "d": d, "alpha": f["alpha"], "beta": f["beta"],
+                         "sharded": True})
+
+
+def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
+    """LocalLap's global steps (T, threshold rounds, the T-th largest value, the tie-break)
+    on per-shard summaries; every formula is the single-machine one (module docstring)."""
+    from ..mechanisms import edges as EM
+
+    e = plan.edges
+    n, G1 = plan.n, e["G1"]
+    total_units = nnz * G1 + sum(r["noise_sum"] for r in v)
+    N = n * (n - 1) // 2
+    T = min(max(total_units // (2 * G1), 0), N)
+    r2 = e["s2"] / e["t2"]
+    N0 = N - nnz // 2
+    base_target = T + 10.0 * math.sqrt(T) + 100.0 if e["_target"] is None else float(e["_target"])
+    hi, prev_tau, prev_tail = np.iinfo(np.int64).max, math.inf, 0.0
+    zero_count, rnd = 0, 0
+    while True:
+        tau = EM._threshold(r2, N0, base_target * 4.0**rnd)
+        if tau >= prev_tau:
+            rnd += 1
+            continue
+        if tau == -math.inf:
+            lo, pi = np.iinfo(np.int64).min, 1.0
+            rest = N0 - zero_count
+            if rest > e["max_dense_entries"]:
+                raise RuntimeError(f"local_laplace: T={T} needs a dense pass over {rest} remaining zero entries (more "
+                                   f"than max_dense_entries={e['max_dense_entries']}); T is close to n(n-1)/2 = {N}")
+        else:
+            lo = int(tau)
+            pi = min(1.0, (EM._tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
+        plan.rounds.append((rnd, pi, lo, hi))
+        rr = _run(client, _ll_round_task, plan, shards, progress, f"locallap-round{rnd}")
+        results.append(rr)
+        zero_count += sum(r["zeros"] for r in rr)
+        ones_above = sum(r["ones_above"] for r in rr)
+        if zero_count + ones_above >= T or tau == -math.inf:
+            break
+        hi, prev_tau, prev_tail = lo, tau, EM._tail(r2, tau)
+        rnd += 1
+    # the T-th largest value from the merged histograms (= np.partition(vals, C - T)[C - T])
+    hs = _run(client, _ll_hist_task, plan, shards, progress, "locallap-histogram")
+    results.append(hs)
+    vals = np.concatenate([h["values"] for h in hs])
+    cnts = np.concatenate([h["counts"] for h in hs])
+    uv, inv = np.unique(vals, return_inverse=True)
+    uc = np.bincount(inv, weights=cnts, minlength=uv.shape[0]).astype(np.int64)
+    C = int(uc.sum())
+    chosen: list[list[np.ndarray]] = [[np.empty(0, np.int64)] * (len(plan.rounds) + 1) for _ in shards]
+    if T <= 0:
+        e.update(keep="none", vstar=0)
+    elif T >= C:
+        e.update(keep="all", vstar=0)
+    else:
+        above = np.cumsum(uc[::-1])[::-1]  # above[k] = #values >= uv[k]
+        k = int(np.flatnonzero(above >= T)[-1])  # largest value with at least T values >= it
+        vstar = int(uv[k])
+        need = T - (int(above[k + 1]) if k + 1 < uv.shape[0] else 0)
+        e.update(keep="top", vstar=vstar)
+        ts = _run(client, _ll_ties_task, plan, shards, progress, "locallap-ties")
+        results.append(ts)
+        # global tie order: source by source (round 0, 1, ..., true edges), shards in row order
+        n_src = len(plan.rounds) + 1
+        offs = np.zeros((n_src, len(shards)), dtype=np.int64)
+        tot = 0
+        for src in range(n_src):
+            for s in range(len(shards)):
+                offs[src, s] = tot
+                tot += ts[s]["ties"][src]
+        seed = plan.seed
+        rng = np.random.Generator(np.random.Philox(key=(int(seed) << 64) | 0x4C6F63616C4C6170))
+        pick = np.sort(rng.choice(tot, size=need, replace=False))
+        for src in range(n_src):
+            for s in range(len(shards)):
+                o, c = offs[src, s], ts[s]["ties"][src]
+                lo_i, hi_i = np.searchsorted(pick, [o, o + c])
+                chosen[s][src] = pick[lo_i:hi_i] - o
+    final = _run(client, _ll_write_task, plan, shards, progress, "locallap-write", extra=chosen)
+    spent = Spent(mechanism="locallap", target="edges", eps=e["eps1_used"] + e["eps2_used"], guarantee=EM._GUARANTEE,
+                  params={"eps": e["eps"], "eps1": e["eps1"], "eps1_used": e["eps1_used"], "eps2": e["eps2"],
+                          "eps2_used": e["eps2_used"], "granularity_degree": e["g1"], "granularity_entries": e["g2"],
+                          "T": T, "n": n, "threshold": plan.rounds[-1][2], "threshold_rounds": len(plan.rounds),
+                          "candidates": C, "sharded": True})
+    return final, spent
