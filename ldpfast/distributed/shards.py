@@ -598,7 +598,8 @@ def _ll_write_task(plan: _Plan, s: int, sh: dict, chosen: list[np.ndarray]) -> d
                 keep = ov > vstar
                 tie_pos = np.flatnonzero(ov == vstar)
                 keep[tie_pos[chosen[k]]] = True
-            parts.append(_masked_csr(orp, oc, keep, m))
+            parts.append(_masked_csr(torch.from_numpy(np.ascontiguousarray(orp, dtype=np.int64)),
+                                     torch.from_numpy(np.ascontiguousarray(oc)), torch.from_numpy(keep), m))
     U = parts[0]
     for p in parts[1:]:
         U = _csr_union(U, p)
