@@ -12,6 +12,7 @@ import importlib
 __version__ = "0.1.0"
 
 from ._backend import available as available_backends  # noqa: F401
+from ._backend import BackendUnavailable, DeviceOutOfMemory  # noqa: F401
 from ._backend import get_num_threads, set_num_threads  # noqa: F401
 
 _LAZY = ("rng", "graph", "datasets", "mechanisms", "transforms", "privacy", "estimation",

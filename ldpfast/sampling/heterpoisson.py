@@ -383,7 +383,9 @@ class HeterPoisson:
         elif out_degree is None:
             deg = _out_degree(self.csr)
         else:
-            deg = torch.as_tensor(out_degree).to(self.csr.rowptr.device)
+            deg = torch.as_tensor(out_degree)
+            if deg.device != self.csr.rowptr.device:
+                deg = deg.to(self.csr.rowptr.device)
             if deg.dim() != 1 or deg.numel() != n or deg.dtype not in (torch.int32, torch.int64):
                 raise ValueError(f"out_degree: expected an integer tensor of shape ({n},)")
             deg = deg.to(torch.int64)
