@@ -145,6 +145,11 @@ def data_to(data, dev: torch.device):
     out = copy.copy(data)
     for key, value in moves.items():
         out[key] = value
+        if key in out.__dict__:  # e.g. data.csr, kept in __dict__ to shadow Data.csr()
+            out.__dict__[key] = value
+    # cached CSRs of the old tensors (graph.csr_of, sampling.neighbour_csr) are not carried over
+    for key in ("_ldpfast_csr", "_ldpfast_nb_csr"):
+        out.__dict__.pop(key, None)
     return out
 
 
