@@ -58,7 +58,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.harness import environment, markdown_table  # noqa: E402
+from benchmarks.harness import environment, markdown_table
 
 DEV = "cuda"  # "cpu" only for --cpu-dry-run (checks the script's flow; its timings mean nothing)
 FAMILIES = ("mechanisms", "labels", "edges", "graph", "sampling", "propagate", "orkut")
@@ -135,7 +135,6 @@ class Bench:
         self.rows.append({"family": "copy", "case": f"copy_ {nbytes >> 20} MiB", "impl": "torch copy_",
                           **r, "bytes": 2 * nbytes, "GBps": self.copy_GBps, "copy_fraction": 1.0})
         log(f"device-to-device copy: {self.copy_GBps:.0f} GB/s")
-        del src, dst
         return self.copy_GBps
 
     def run(self, family: str, case: str, impl: str, fn, nbytes: int | None, repeat=None, warmup=2,
@@ -265,7 +264,7 @@ def bench_mechanisms(B: Bench, n: int, d: int, labels_only=False):
                 B.run("mechanisms", f"grr {case}", "torch", lambda: torch_grr(x, k, eps), nb))
         B.ratio(B.run("mechanisms", f"grr_fs {case} m={m}", "ldpfast", lambda: grr_fs(x, k, eps, m, seed=1), nb),
                 B.run("mechanisms", f"grr_fs {case} m={m}", "torch", lambda: torch_grr_fs(x, k, eps, m), nb))
-        del x
+        x = None  # freed before the next inputs
         free()
         xf = torch.rand(n, d, device=DEV, generator=g)
         nb = nbytes(xf) + n * d  # float32 in, int8 out
@@ -276,14 +275,14 @@ def bench_mechanisms(B: Bench, n: int, d: int, labels_only=False):
         B.ratio(B.run("mechanisms", f"multibit {case} m={mm}", "ldpfast",
                       lambda: multibit_encode(xf, 1.0, mm, seed=1), nb),
                 B.run("mechanisms", f"multibit {case} m={mm}", "torch", lambda: torch_multibit(xf, 1.0, mm), nb))
-        del xf
+        xf = None
         free()
     c = 10
     y = torch.randint(0, c, (n * 16,), device=DEV, generator=g)
     nb = 2 * nbytes(y)
     B.ratio(B.run("labels", f"rr_labels int64 {n * 16} c={c}", "ldpfast", lambda: rr_labels(y, c, 1.0, seed=1), nb),
             B.run("labels", f"rr_labels int64 {n * 16} c={c}", "torch", lambda: torch_grr(y, c, 1.0), nb))
-    del y
+    y = None
     free()
 
 
@@ -312,7 +311,7 @@ def bench_edges(B: Bench, csr, name: str, small_csr, small_name: str):
 
     n = csr.num_nodes
     eps = 1.0
-    eps1, eps2 = E.dprr_budget(eps, n)
+    _, eps2 = E.dprr_budget(eps, n)
     p = math.exp(eps2) / (math.exp(eps2) + 1)
     d = (csr.rowptr[1:] - csr.rowptr[:-1]).double()
     q = (d / (d * (2 * p - 1) + (n - 1) * (1 - p))).clamp(0, 1)  # the noiseless q_i, for the baseline
@@ -361,7 +360,7 @@ def bench_graph(B: Bench, csr, name: str):
         return torch.sparse_coo_tensor(ei, ones, (n, n)).coalesce().to_sparse_csr()
     B.ratio(B.run("graph", f"to_csr {name}", "ldpfast", lambda: G.to_csr(ei, n), nb),
             B.run("graph", f"to_csr {name}", "torch coalesce+to_sparse_csr", torch_csr, nb))
-    del ei, ones
+    ei = ones = None
     free()
     nb = 2 * out_b
     row = torch.repeat_interleave(torch.arange(n, device=DEV), csr.rowptr[1:] - csr.rowptr[:-1])
@@ -371,7 +370,7 @@ def bench_graph(B: Bench, csr, name: str):
         return torch.sparse_coo_tensor(torch.stack([csr.col.long(), row]), vals, (n, n)).coalesce().to_sparse_csr()
     B.ratio(B.run("graph", f"transpose {name}", "ldpfast", lambda: G.transpose(csr), nb),
             B.run("graph", f"transpose {name}", "torch coo.t coalesce+to_sparse_csr", torch_t, nb))
-    del row, vals
+    row = vals = None
     free()
 
 
@@ -384,16 +383,15 @@ def bench_sampling(B: Bench, csr, y, name: str):
     step = iter(range(10**9))
     for induced in (False, True):
         sp = HeterPoisson(data, q_b, M, seed=1, induced=induced)
-        box = {}
+        box: dict = {}
 
-        def ours(sp=sp):
+        def ours(sp=sp, box=box):
             box["b"] = sp.sample(next(step))
         r = B.run("sampling", f"heterpoisson {name} induced={induced}", "ldpfast", ours, None)
         if not induced:
-            cand, deg = sp.candidates, sp.out_degree
-            base = B.run("sampling", f"heterpoisson {name} induced={induced}", "torch",
-                         lambda: torch_star_sampler(csr.rowptr, csr.col, deg, cand, q_b, M), None)
-            B.ratio(r, base)
+            def base_fn(deg=sp.out_degree, cand=sp.candidates):
+                return torch_star_sampler(csr.rowptr, csr.col, deg, cand, q_b, M)
+            B.ratio(r, B.run("sampling", f"heterpoisson {name} induced={induced}", "torch", base_fn, None))
         if r is not None:
             b = box.pop("b")
             r["subgraphs"], r["batch_nodes"] = b.num_subgraphs, int(b.n_id.numel())
@@ -469,9 +467,7 @@ def bench_propagate(B: Bench, csr, name: str, d: int = 64, k: int = 2, pyg: bool
             h.sum().backward()
         B.ratio(ours, B.run("propagate", case, "pyg SimpleConv(mean)", pyg_bwd, 2 * k * step_b),
                 "speedup_vs_pyg")
-    del x, xg, A, csr_t
-    free()
-    return out
+    return out  # the caller frees the inputs (free())
 
 
 def bench_dpsgd_step(B: Bench, csr, y, name: str, d: int = 128) -> dict | None:
@@ -496,10 +492,7 @@ def bench_dpsgd_step(B: Bench, csr, y, name: str, d: int = 128) -> dict | None:
         opt.zero_grad()
         subgraph_loss(gsm(b), b).backward()
         opt.step()
-    r = B.run("dpsgd", f"heterpoisson dp-sgd step {name} d={d}", "ldpfast", one, None, warmup=3)
-    del x, data, sp, net, gsm, opt
-    free()
-    return r
+    return B.run("dpsgd", f"heterpoisson dp-sgd step {name} d={d}", "ldpfast", one, None, warmup=3)
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -548,6 +541,7 @@ def main(argv=None) -> int:
         bench_sampling(B, csr, y, gname)
     if "propagate" in fam:
         bench_propagate(B, csr, gname, pyg=True)
+        free()
     if "edges" in fam:
         small, _ = _synthetic_cuda(small_n, 20.0, seed=1)
         bench_edges(B, csr, gname, small, f"synthetic n={small_n} nnz={small.nnz}")
@@ -583,12 +577,14 @@ def main(argv=None) -> int:
                         else f"{r['median_s']:.3f} s", "met": None if r is None else r["median_s"] < DPRR_TARGET_S})
         free()
         sp = bench_propagate(B, ok, "orkut_like", d=64, k=2, pyg=False)
+        free()
         for key in ("fwd", "bwd"):
             v = sp.get(key)
             targets.append({"target": f"KProp {key} on Orkut-like, d=64: >= {KPROP_TARGET}x torch.sparse.mm",
                             "value": "not measured" if v is None else f"{v:.2f}x",
                             "met": None if v is None else v >= KPROP_TARGET})
         r = bench_dpsgd_step(B, ok, oy, "orkut_like")
+        free()
         targets.append({"target": f"one HeterPoisson DP-SGD step on Orkut-like < {1e3 * STEP_TARGET_S:.0f} ms",
                         "value": "not measured" if r is None else f"{1e3 * r['median_s']:.2f} ms",
                         "met": None if r is None else r["median_s"] < STEP_TARGET_S})

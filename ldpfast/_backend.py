@@ -194,7 +194,7 @@ def oom_guard(what: str, nbytes: int | None = None):
         yield
     except DeviceOutOfMemory:
         raise
-    except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are converted
+    except Exception as exc:  # only out-of-memory errors are converted
         if not _is_oom(exc):
             raise
         if nbytes is not None:
