@@ -38,7 +38,9 @@ backward) and one HeterPoisson DP-SGD step (sample + forward/backward + per-sub-
 clipping + noise + Adam, GCN with 128 features (random values on the device) and 128 hidden
 units, 4096 expected sub-graphs; target < 10 ms).  Memory-bound mechanisms: target >= 60% of
 the copy bandwidth.  Each target is printed as met / not met with the measured value; a
-family whose CUDA path is missing in this build is reported as skipped, with the reason.
+family whose CUDA path is missing in this build is reported as skipped, with the reason; a
+row that raises anything else is recorded with its error, the run goes on, and the exit
+status is 2.
 
 Default sizes are chosen to finish in under 5 minutes on an H100 (compiles included);
 ``--quick`` is a smoke-test size.  The JSON (``--out``) records the GPU, CUDA, torch and CuPy
@@ -126,6 +128,7 @@ class Bench:
         self.repeat = repeat
         self.rows: list[dict] = []
         self.copy_GBps = float("nan")
+        self.errors = 0  # rows that raised (recorded, and the exit status is 2)
 
     def copy_bandwidth(self, nbytes: int = 1 << 30) -> float:
         src = torch.empty(nbytes // 4, dtype=torch.float32, device=DEV).uniform_()
@@ -149,6 +152,13 @@ class Bench:
             row["skipped"] = str(exc)
             self.rows.append(row)
             log(f"{family:10s} {case:38s} {impl:22s} skipped: {exc}")
+            return None
+        except Exception as exc:  # noqa: BLE001 - one failing row must not end the one GPU run
+            row["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+            self.rows.append(row)
+            self.errors += 1
+            log(f"{family:10s} {case:38s} {impl:22s} ERROR {row['error'][:500]}")
+            free()
             return None
         row.update(r)
         if nbytes:
@@ -232,7 +242,8 @@ def torch_dense_locallap(rowptr, col, n: int, eps: float, T: int):
     row = torch.repeat_interleave(torch.arange(n, device=dev), rowptr[1:] - rowptr[:-1])
     a[row, col.long()] = 1.0
     iu = torch.triu_indices(n, n, 1, device=dev)
-    v = a[iu[0], iu[1]] + torch.distributions.Laplace(0.0, 1.0 / eps).sample((iu.shape[1],)).to(dev)
+    N = iu.shape[1]  # Laplace(1/eps) as a difference of two exponentials, on the device
+    v = a[iu[0], iu[1]] + (torch.empty(N, device=dev).exponential_() - torch.empty(N, device=dev).exponential_()) / eps
     top = torch.topk(v, T).indices
     return iu[:, top]
 
@@ -573,7 +584,7 @@ def main(argv=None) -> int:
 
         r = B.run("edges", "dprr orkut_like eps=1", "ldpfast", lambda: E.dprr(ok, 1.0, seed=1), None, repeat=3)
         targets.append({"target": f"DPRR on the Orkut-like graph < {DPRR_TARGET_S} s",
-                        "value": "not measured: " + B.rows[-1].get("skipped", "") if r is None
+                        "value": "not measured: " + (B.rows[-1].get("skipped") or B.rows[-1].get("error", "")) if r is None
                         else f"{r['median_s']:.3f} s", "met": None if r is None else r["median_s"] < DPRR_TARGET_S})
         free()
         sp = bench_propagate(B, ok, "orkut_like", d=64, k=2, pyg=False)
@@ -602,7 +613,7 @@ def main(argv=None) -> int:
     payload = {"name": name, "command": command, "environment": env, "targets": targets, "rows": B.rows}
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
     cols = ["family", "case", "impl", "median_s", "GBps", "copy_fraction", "speedup_vs_torch", "speedup_vs_pyg",
-            "skipped"]
+            "skipped", "error"]
     table = markdown_table([{c: r[c] for c in cols if c in r} for r in B.rows])
     ttable = markdown_table([{**t, "met": {True: "met", False: "NOT met", None: "not measured"}[t["met"]]}
                              for t in targets]) if targets else "(no targets measured)"
@@ -611,6 +622,9 @@ def main(argv=None) -> int:
     print(table)
     print("\nTargets:\n" + ttable, flush=True)
     log(f"done in {env['wall_s']:.0f} s; wrote {out / name}.json and .md")
+    if B.errors:
+        log(f"{B.errors} row(s) raised an error (see 'error' in the JSON): exit status 2")
+        return 2
     return 0
 
 
