@@ -643,3 +643,15 @@ def test_data_to_moves_a_stored_csr_and_leaves_data_alone():
     assert "_ldpfast_csr" not in out.__dict__
     assert d.csr is csr and d.x.device.type == "cpu" and "_ldpfast_csr" in d.__dict__
     assert data_to(d, torch.device("cpu")) is d  # nothing to move: the same object
+
+
+def test_sampler_oom_names_the_batch_and_the_size(fake_gpu, monkeypatch):
+    from ldpfast.sampling import HeterPoisson
+
+    sp = HeterPoisson(_on_device(_graph(n=300, e=2400)), 0.3, 2.0, seed=5)
+    real_empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: _oom() if k.get("dtype") == torch.uint8 and a and
+                        isinstance(a[0], int) and a[0] > 300 else real_empty(*a, **k))
+    with pytest.raises(ldpfast.DeviceOutOfMemory, match=r"HeterPoisson.sample: node slots of \d+ sub-graphs: "
+                                                        r"CUDA out of memory allocating .*\(\d+ bytes\)"):
+        sp.sample(0)
