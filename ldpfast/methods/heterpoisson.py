@@ -344,9 +344,6 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     ldpfast.DeviceOutOfMemory
         A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
     """
-    from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
-    from ..privacy.accountant import HeterPoissonAccountant, MixtureAccountant
-
     eps = check_eps("eps", eps)
     if model not in MODELS:
         raise ValueError(f"model: expected one of {MODELS}, got {model!r}")
@@ -386,15 +383,16 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     with _backend.oom_guard("heterpoisson.fit"):
         return _fit(data_to(data, dev), dev, eps, model, setting, M, delta, q_b, expected_batch_size, epochs, T,
                     max_grad_norm, lr, hidden, num_layers, n_test, train_frac, accountant, report_pld, overlap,
-                    induced, degree_model, degree_bound, seed, sigma, backend, progress, dataset, n,
-                    DPOptimizer, SubgraphGradSampleModule, subgraph_loss, HeterPoissonAccountant,
-                    MixtureAccountant)
+                    induced, degree_model, degree_bound, seed, sigma, backend, progress, dataset, n)
 
 
 def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epochs, T, max_grad_norm, lr, hidden,
          num_layers, n_test, train_frac, accountant, report_pld, overlap, induced, degree_model, degree_bound, seed,
-         sigma, backend, progress, dataset, n, DPOptimizer, SubgraphGradSampleModule, subgraph_loss,
-         HeterPoissonAccountant, MixtureAccountant):
+         sigma, backend, progress, dataset, n):
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
+    from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    from ..privacy.accountant import HeterPoissonAccountant, MixtureAccountant
+
     t0 = time.perf_counter()
     # drawn on the CPU (same split on every device), then moved
     train_mask, test_mask = (t.to(dev) for t in split_nodes(n, seed, train_frac))

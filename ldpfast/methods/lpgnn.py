@@ -224,8 +224,6 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     ldpfast.DeviceOutOfMemory
         A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
     """
-    from ..mechanisms import multibit_encode, multibit_rectify, multibit_scale, rr_labels
-
     if training not in ("drop", "fc", "ce"):
         raise ValueError(f"training: expected 'drop', 'fc' or 'ce', got {training!r}")
     for name, e in (("eps_x", eps_x), ("eps_y", eps_y)):
@@ -243,12 +241,14 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     _, dev = resolve_device(device, _data_tensors(data))
     with _backend.oom_guard("lpgnn.fit"):
         return _fit(data_to(data, dev), dev, eps_x, eps_y, hp, model, hidden, epochs, patience,
-                    training, m, seed, split, dataset, factored, t0,
-                    multibit_encode, multibit_rectify, multibit_scale, rr_labels)
+                    training, m, seed, split, dataset, factored, t0)
 
 
 def _fit(data, dev, eps_x, eps_y, hp, model, hidden, epochs, patience, training, m, seed, split,
-         dataset, factored, t0, multibit_encode, multibit_rectify, multibit_scale, rr_labels):
+         dataset, factored, t0):
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
+    from ..mechanisms import multibit_encode, multibit_rectify, multibit_scale, rr_labels
+
     n = data.num_nodes
     c = int(data.y.max()) + 1
     csr = csr_of(data)

@@ -665,8 +665,6 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     ldpfast.DeviceOutOfMemory
         A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
     """
-    from ..mechanisms import grr_fs, rr_labels
-
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     if model not in BACKBONES:
@@ -691,11 +689,14 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     with _backend.oom_guard("rgnn.fit"):
         return _fit(data_to(data, dev), dev, eps_x, eps_y, m, k_x, k_y, C, alpha, model, group_size,
                     variant, lr, weight_decay, dropout, hidden, epochs, seed, split, dataset, domain,
-                    bags, llp_direction, grr_fs, rr_labels)
+                    bags, llp_direction)
 
 
 def _fit(data, dev, eps_x, eps_y, m, k_x, k_y, C, alpha, model, group_size, variant, lr, weight_decay,
-         dropout, hidden, epochs, seed, split, dataset, domain, bags, llp_direction, grr_fs, rr_labels):
+         dropout, hidden, epochs, seed, split, dataset, domain, bags, llp_direction):
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
+    from ..mechanisms import grr_fs, rr_labels
+
     t0 = time.perf_counter()
     timings: dict = {}
     dataset = dataset or getattr(data, "name", None) or "custom"
