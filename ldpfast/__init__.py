@@ -11,8 +11,13 @@ import importlib
 
 __version__ = "0.1.0"
 
+from ._backend import (  # noqa: F401
+    BackendUnavailable,
+    DeviceOutOfMemory,
+    get_num_threads,
+    set_num_threads,
+)
 from ._backend import available as available_backends  # noqa: F401
-from ._backend import get_num_threads, set_num_threads  # noqa: F401
 
 _LAZY = ("rng", "graph", "datasets", "mechanisms", "transforms", "privacy", "estimation",
          "methods", "nn", "ops", "sampling", "dpsgd", "audit", "cli", "demo")

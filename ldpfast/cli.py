@@ -90,7 +90,7 @@ def cmd_demo(args) -> int:
     from ldpfast.demo import run_demo
 
     report = run_demo(eps_x=args.eps_x, eps_y=args.eps_y, epochs=args.epochs, seed=args.seed,
-                      root=args.root)
+                      root=args.root, device=args.device)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
@@ -206,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="read Cora's raw Planetoid files from this data root (default: the "
                          "copy embedded in the package)")
     pd.add_argument("--json", default=None, help="also save the report to this JSON file")
+    pd.add_argument("--device", default=None,
+                    help="cpu (default) or cuda / cuda:N: where data, randomisers and models run")
     pb = sub.add_parser("bench", help="run benchmarks/bench_NAME.py (extra args passed on)")
     pb.add_argument("name", nargs="?")
     pb.add_argument("--list", action="store_true")

@@ -45,7 +45,7 @@ def train_eval(data, x, y_train, train_mask, val_mask, test_mask, epochs, seed, 
     """Train with Adam; keep the epoch with the best accuracy on (noisy) validation labels."""
     torch.manual_seed(seed)
     num_classes = int(data.y.max()) + 1
-    model = SAGE(x.size(1), 64, num_classes)
+    model = SAGE(x.size(1), 64, num_classes).to(x.device)  # initialised on the CPU
     opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     ei = graph_input(data.edge_index, data.num_nodes, "sage")
     best_val, best_test = -1.0, 0.0
@@ -66,13 +66,15 @@ def train_eval(data, x, y_train, train_mask, val_mask, test_mask, epochs, seed, 
 
 
 def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: int | None = None,
-             root=None, verbose: bool = True) -> dict:
+             root=None, verbose: bool = True, device=None) -> dict:
     """Run the demo and return a JSON-ready report (accuracy, privacy spent, timings).
 
     ``seed`` is the secret seed of the randomisers, the split and the models (``None``: drawn
-    from the OS); it is not part of the report."""
+    from the OS); it is not part of the report.  ``device``: 'cpu' (default), 'cuda' or
+    'cuda:N': where the data, the randomisers and the models run (the split is drawn on the
+    CPU, so both devices see the same split and randomised inputs for one seed)."""
     from ldpfast import datasets, transforms
-    from ldpfast.methods._common import sub_seed
+    from ldpfast.methods._common import _data_tensors, data_to, resolve_device, sub_seed
     from ldpfast.privacy import Ledger
     from ldpfast.rng import resolve_seed
 
@@ -80,8 +82,10 @@ def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: in
 
     t0 = time.perf_counter()
     data = datasets.load("cora", root=root)
+    _, dev = resolve_device(device, _data_tensors(data))
+    data = data_to(data, dev)
     n = data.num_nodes
-    train_mask, val_mask, test_mask = random_split(n, sub_seed(seed, 1))
+    train_mask, val_mask, test_mask = (m.to(dev) for m in random_split(n, sub_seed(seed, 1)))
     data.train_mask, data.val_mask, data.test_mask = train_mask, val_mask, test_mask
 
     # Node side: features (all nodes) and labels (the labelled train + val nodes only).
@@ -97,10 +101,11 @@ def run_demo(eps_x: float = 3.0, eps_y: float = 3.0, epochs: int = 200, seed: in
                            sub_seed(seed, 2), "non-private")
     from ldpfast.methods import lpgnn
 
-    rep = lpgnn.fit(data, eps_x, eps_y, seed=seed, dataset="cora")
+    rep = lpgnn.fit(data, eps_x, eps_y, seed=seed, dataset="cora", device=dev)
     acc_lpgnn = rep.accuracy
     report = {
         "dataset": "cora",
+        "device": str(dev),
         "model": "GraphSAGE (2 layers, 64 hidden)",
         "split": "random 50/25/25",
         "eps_x": eps_x,

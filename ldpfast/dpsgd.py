@@ -36,6 +36,13 @@ LSTM aggregation, attention, ...) raise a clear error at wrap time.
 
 Numerics: norms are accumulated in float64; gradients are clipped to ``C (1 - 1e-5)`` so
 that float32 rounding of the norm cannot push a clipped gradient above ``C``.
+
+Devices: everything runs on the device of the batch and the model (CUDA included): norms,
+buckets, the clipped sum.  Host syncs per step are only the bucket sizes (a padded size must
+be known before its ``bmm`` is allocated).  The Gaussian noise of :class:`DPOptimizer` is
+drawn by its CPU generator (so a seed gives the same noise bits on every device) and moved to
+the parameters' device in one asynchronous copy from pinned memory per step (``|params|``
+floats; no device-to-host transfer).
 """
 from __future__ import annotations
 
@@ -168,10 +175,17 @@ class SubgraphGradSampleModule(torch.nn.Module):
         if self._seg is not None and rows == self._seg.numel():
             return self._seg
         if rows == self._num_subgraphs:
-            return torch.arange(rows)
+            return torch.arange(rows, device=self._device())
         raise RuntimeError(f"a parameterised layer saw {rows} rows: expected one per batch node "
                            f"({self._seg.numel() if self._seg is not None else '?'}) or one per sub-graph "
                            f"({self._num_subgraphs}); edge-level layers are not supported")
+
+    def _device(self) -> torch.device:
+        """Device of the last batch (its ``seg``), else of the parameters."""
+        if self._seg is not None:
+            return self._seg.device
+        p = next(self._module.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
 
     def _hook_linear(self, module, inputs, output):
         if not self._active or not torch.is_grad_enabled():
@@ -277,7 +291,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
     def norms(self) -> torch.Tensor:
         """Per-sub-graph L2 norms of the full gradient (float64, shape (B,))."""
         B = self._num_subgraphs
-        sq = torch.zeros(B, dtype=torch.float64)
+        sq = torch.zeros(B, dtype=torch.float64, device=self._device())
         # group the uses of each parameter: per-sub-graph gradients add up across uses
         groups: dict[int, list] = {}
         for r, p, a, g in self._per_param_terms():
@@ -286,7 +300,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
             seg = torch.cat([u[0] for u in uses])
             G = torch.cat([u[2] for u in uses])
             if uses[0][1] is None:
-                s = torch.zeros(B, G.shape[1], dtype=torch.float64).index_add_(0, seg, G.double())
+                s = torch.zeros(B, G.shape[1], dtype=torch.float64, device=G.device).index_add_(0, seg, G.double())
                 sq += s.pow(2).sum(1)
             else:
                 sq += _weight_sq_norms(torch.cat([u[1] for u in uses]), G, seg, B)
@@ -327,17 +341,18 @@ def _buckets(counts: torch.Tensor):
 
 def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, seg: torch.Tensor, B: int) -> torch.Tensor:
     """Per-block ||G_b^T A_b||_F^2 (float64, (B,)), ghost or materialised per bucket."""
+    dev = A.device
     order = torch.argsort(seg, stable=True)
     counts = torch.bincount(seg, minlength=B)
-    offs = torch.zeros(B + 1, dtype=torch.long)
+    offs = torch.zeros(B + 1, dtype=torch.long, device=dev)
     offs[1:] = torch.cumsum(counts, 0)
     Az = torch.cat([A[order], A.new_zeros(1, A.shape[1])])
     Gz = torch.cat([G[order], G.new_zeros(1, G.shape[1])])
     zero_row = A.shape[0]
     din, dout = A.shape[1], G.shape[1]
-    out = torch.zeros(B, dtype=torch.float64)
-    for ids, P in _buckets(counts):
-        ar = torch.arange(P)
+    out = torch.zeros(B, dtype=torch.float64, device=dev)
+    for ids, P in _buckets(counts):  # host sync: the padded sizes (allocation shapes)
+        ar = torch.arange(P, device=dev)
         idx = offs[ids].unsqueeze(1) + ar.unsqueeze(0)
         idx = torch.where(ar.unsqueeze(0) < counts[ids].unsqueeze(1), idx, torch.full_like(idx, zero_row))
         Ab, Gb = Az[idx], Gz[idx]  # (nb, P, d)
@@ -426,13 +441,29 @@ class DPOptimizer:
             return z / 2.0
         return torch.normal(0.0, std, shape, generator=self.generator)
 
+    def _noises(self, params) -> list[torch.Tensor]:
+        """One noise tensor per parameter, drawn in parameter order by the CPU generator (the
+        same bits on every device), each on its parameter's device: device parameters get
+        theirs in one asynchronous host-to-device copy from pinned memory."""
+        zs = [self._noise(p.shape) for p in params]
+        dev = [p.device for p in params if p.device.type != "cpu"]
+        if not dev:
+            return zs
+        if any(p.device != dev[0] for p in params):
+            raise ValueError(f"model: parameters on several devices ({sorted({str(p.device) for p in params})}); "
+                             "DPOptimizer expects one device")
+        sizes = [z.numel() for z in zs]
+        host = torch.empty(sum(sizes), dtype=zs[0].dtype, pin_memory=True)
+        torch.cat([z.reshape(-1) for z in zs], out=host)
+        flat = host.to(dev[0], non_blocking=True)
+        return [f.view(p.shape) for f, p in zip(flat.split(sizes), params)]
+
     def pre_step(self) -> ClipStats:
         """Clip per sub-graph, sum, add noise, scale: leaves the private gradient in ``.grad``."""
         stats = self.module.clip_and_accumulate(self.max_grad_norm)
-        for p in self.module._module.parameters():
-            if not p.requires_grad:
-                continue
-            p.grad = p.grad + self._noise(p.shape).to(p.dtype)
+        params = [p for p in self.module._module.parameters() if p.requires_grad]
+        for p, z in zip(params, self._noises(params)):
+            p.grad = p.grad + z.to(p.dtype)
             if self.expected_batch_size is not None:
                 p.grad = p.grad / self.expected_batch_size
         self.steps += 1
@@ -451,7 +482,8 @@ class DPOptimizer:
         """A step with no sub-graph (empty Poisson sample): the release is pure noise."""
         self.module._recs = []
         self.module._num_subgraphs = 0
-        self.module._seg = torch.zeros(0, dtype=torch.long)
+        self.module._seg = None
+        self.module._seg = torch.zeros(0, dtype=torch.long, device=self.module._device())
         self.pre_step()
         return self.optimizer.step()
 

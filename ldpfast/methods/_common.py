@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import statistics
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import _backend
 from .._checks import check_real
 
 BACKBONES = ("gcn", "sage", "gat")
@@ -45,6 +47,110 @@ def public_command(prog: str, argv) -> str:
         else:
             out.append(tok)
     return " ".join([prog, *out])
+
+
+# --- device placement of the pipelines (fit(..., device=)) --------------------------------------
+DEVICE_HELP = ("device : str or torch.device, optional\n"
+               "    Where the model, the data and every randomisation run: 'cpu', 'cuda' or\n"
+               "    'cuda:N'.  Default (None): the device of ``data``.  CUDA needs the cuda backend\n"
+               "    (CuPy and a GPU), else :class:`ldpfast.BackendUnavailable` with the reason.")
+
+
+def _data_tensors(data) -> dict:
+    """``{name: tensor}`` of the tensors a pipeline reads from a PyG Data (and ``data.csr``)."""
+    from ..graph import CSR
+
+    out = {}
+    for key in ("x", "y", "edge_index", "edge_weight"):
+        t = getattr(data, key, None)
+        if isinstance(t, torch.Tensor):
+            out[f"data.{key}"] = t
+    c = data.__dict__.get("csr") if hasattr(data, "__dict__") else None
+    if not isinstance(c, CSR):
+        try:
+            c = data["csr"] if "csr" in data else None  # noqa: SIM401 - Data.csr() shadows it
+        except Exception:  # noqa: BLE001 - not a PyG Data
+            c = None
+    if isinstance(c, CSR):
+        out["data.csr.rowptr"], out["data.csr.col"] = c.rowptr, c.col
+    return out
+
+
+def resolve_device(device, tensors: dict) -> tuple[str, torch.device]:
+    """``(kind, torch_device)`` of a pipeline run: ``kind`` ('cpu' or 'cuda') picks the
+    kernels, ``torch_device`` places tensors and the model.
+
+    ``device`` None: the device of ``tensors`` (``{name: tensor}``; two different devices
+    raise ValueError naming both tensors).  Else a str / torch.device of type cpu or cuda
+    (ValueError / TypeError otherwise).  CUDA raises :class:`ldpfast.BackendUnavailable`
+    with the reason when the cuda backend cannot run here.
+    """
+    ts = {k: t for k, t in tensors.items() if isinstance(t, torch.Tensor)}
+    if device is None:
+        first = None
+        for name, t in ts.items():
+            if first is None:
+                first = (name, t)
+            elif t.device != first[1].device:
+                raise ValueError(f"data: {name} is on {t.device} but {first[0]} is on "
+                                 f"{first[1].device}; move all of data to one device "
+                                 "(data.to(...)) or pass device=")
+        kinds = {_backend.device_of(t) for t in ts.values()}
+        kind = "cuda" if "cuda" in kinds else "cpu"
+        dev = first[1].device if first is not None else torch.device("cpu")
+    else:
+        if isinstance(device, str):
+            try:
+                dev = torch.device(device)
+            except RuntimeError as exc:
+                raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:N' or a torch.device, "
+                                 f"got {device!r}") from exc
+        elif isinstance(device, torch.device):
+            dev = device
+        else:
+            raise TypeError(f"device: expected a str or torch.device, got {type(device).__name__}")
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError(f"device: expected a cpu or cuda device, got {str(dev)!r}")
+        kind = dev.type
+    if kind == "cuda":
+        _backend.get("cuda", "cuda")  # BackendUnavailable with the reason
+        if dev.type == "cuda":
+            count = torch.cuda.device_count()
+            index = torch.cuda.current_device() if dev.index is None else dev.index
+            if not 0 <= index < count:
+                raise ValueError(f"device: {str(dev)!r} does not exist; this machine has {count} "
+                                 f"CUDA device(s): cuda:0 .. cuda:{count - 1}")
+            dev = torch.device("cuda", index)
+    return kind, dev
+
+
+def data_to(data, dev: torch.device):
+    """``data`` with every tensor (and ``data.csr``) on ``dev``: ``data`` itself when all
+    are there already, else a shallow copy (``data`` is not modified).  Each copy runs under
+    :func:`ldpfast._backend.oom_guard`."""
+    from ..graph import CSR
+
+    moves = {}
+    for key, value in data.items() if hasattr(data, "items") else ():
+        if isinstance(value, torch.Tensor) and value.device != dev:
+            moves[key] = _backend.to_device(value, dev, f"data.{key}")
+        elif isinstance(value, CSR) and value.rowptr.device != dev:
+            moves[key] = CSR(*(None if t is None else _backend.to_device(t, dev, f"data.{key}.{f}")
+                               for f, t in (("rowptr", value.rowptr), ("col", value.col))),
+                             value.num_nodes,
+                             None if value.value is None else
+                             _backend.to_device(value.value, dev, f"data.{key}.value"))
+    if not moves:
+        return data
+    out = copy.copy(data)
+    for key, value in moves.items():
+        out[key] = value
+        if key in out.__dict__:  # e.g. data.csr, kept in __dict__ to shadow Data.csr()
+            out.__dict__[key] = value
+    # cached CSRs of the old tensors (graph.csr_of, sampling.neighbour_csr) are not carried over
+    for key in ("_ldpfast_csr", "_ldpfast_nb_csr"):
+        out.__dict__.pop(key, None)
+    return out
 
 
 def random_split(n: int, seed: int, train: float = 0.5, val: float = 0.25):

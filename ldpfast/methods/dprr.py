@@ -59,14 +59,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import _backend
 from .._checks import check_eps, check_int, check_prob, check_real
 from ..graph import CSR, to_csr
 from ..rng import resolve_seed
 from ._common import (
     SECRET_SEED_HELP,
+    data_to,
     fmt_eps,
     mean_std,
     public_command,
+    resolve_device,
     save_figure,
     save_json,
     sub_seed,
@@ -186,6 +189,27 @@ def _check_method(method) -> str:
     return m
 
 
+_PRIVATE_METHODS = ("dprr", "rr", "locallap")
+
+
+def _graphs_device(graphs, device) -> tuple[str, torch.device]:
+    """(kind, torch device) of a run on ``graphs`` (:func:`._common.resolve_device`); a
+    randomiser whose CUDA port is missing raises BackendUnavailable naming it, before any work."""
+    ts = {}
+    for i, g in enumerate(graphs):
+        for key in ("edge_index", "y", "x"):
+            t = getattr(g, key, None)
+            if isinstance(t, torch.Tensor):
+                ts[f"graphs[{i}].{key}"] = t
+    return resolve_device(device, ts)
+
+
+def _require_edges_on_cuda(method: str, kind: str) -> None:
+    if kind == "cuda" and method in _PRIVATE_METHODS:
+        name = {"dprr": "dprr", "rr": "rr_edges", "locallap": "local_laplace"}[method]
+        _backend.require_cuda_family(f"ldpfast.mechanisms.edges.{name} (method={method!r})", "edges")
+
+
 def _public_mask(n: int, fraction: float, rng: np.random.Generator) -> torch.Tensor:
     """``round(fraction n)`` users chosen uniformly at random (at least one if fraction > 0)."""
     k = round(fraction * n)
@@ -202,7 +226,7 @@ def _csr_edge_index(csr: CSR) -> torch.Tensor:
 
 
 def _features(n: int, edge_index: torch.Tensor, features: str) -> torch.Tensor:
-    x = torch.ones(n, 1)
+    x = torch.ones(n, 1, device=edge_index.device)
     if features == "degree":
         deg = torch.bincount(edge_index[1], minlength=n).to(torch.float32)
         x = torch.cat([x, torch.log1p(deg)[:, None]], dim=1)
@@ -246,7 +270,7 @@ def expected_rr_edges(graphs, eps: float, public_fraction: float = 0.0) -> float
 def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: float = 0.0,
                       seed: int | None = None,
                       *, features: str = "constant", n_max: int | None = None, eps1: float | None = None,
-                      rr_max_edges: int = 50_000_000) -> RandomizedDataset:
+                      rr_max_edges: int = 50_000_000, device=None) -> RandomizedDataset:
     """Randomise every graph of a dataset user by user (paper sections IV-A and V-A).
 
     Parameters
@@ -274,6 +298,12 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
         DPRR's degree budget instead of eq. (8) (e.g. ``eps / 10``, the 1:9 split of Fig. 6).
     rr_max_edges : int
         RR is refused (ValueError) if its expected output over the dataset exceeds this.
+    device : str or torch.device, optional
+        Where the graphs are randomised and the output graphs live ('cpu', 'cuda',
+        'cuda:N'); default (None) the device of ``graphs``.  The public users are drawn on
+        the CPU (same on every device) and moved.  On CUDA the edge randomisers need the
+        CUDA edge kernels (``csrc/cuda/edges.cu``); without them ``dprr``/``rr``/``locallap``
+        raise :class:`ldpfast.BackendUnavailable` naming the op, before any work.
 
     Returns
     -------
@@ -296,6 +326,8 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
     eps = check_eps("eps", eps)
     public_fraction = check_prob("public_fraction", public_fraction, open_high=True)
     seed = resolve_seed(seed)
+    kind, dev = _graphs_device(graphs, device)
+    _require_edges_on_cuda(method, kind)
     if features not in FEATURES:
         raise ValueError(f"features: expected one of {FEATURES}, got {features!r}")
     rr_max_edges = check_int("rr_max_edges", rr_max_edges, lo=0)
@@ -318,9 +350,12 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
     deg_true, deg_srv, edges_srv = 0.0, 0.0, 0
     for k, g in enumerate(graphs):
         n = int(g.num_nodes)
+        with _backend.oom_guard(f"randomize_dataset: graph {k}"):
+            g = data_to(g, dev)
         csr = _csr(g)
         rng = np.random.default_rng([seed, 7, k])
-        pub = _public_mask(n, public_fraction, rng) if public_fraction > 0 else None
+        # drawn on the CPU (same users on every device), then moved
+        pub = _public_mask(n, public_fraction, rng).to(dev) if public_fraction > 0 else None
         s = sub_seed(seed, 2, k)
         keep_nodes = None
         if method == "nonpriv_full" or n < 2:
@@ -329,8 +364,8 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
             keep_nodes = pub.nonzero().flatten()
             full = _csr_edge_index(csr)
             m = pub[full[0]] & pub[full[1]]
-            remap = torch.full((n,), -1, dtype=torch.int64)
-            remap[keep_nodes] = torch.arange(keep_nodes.numel())
+            remap = torch.full((n,), -1, dtype=torch.int64, device=dev)
+            remap[keep_nodes] = torch.arange(keep_nodes.numel(), device=dev)
             ei = remap[full[:, m]]
         elif method == "dprr":
             r = dprr(csr, eps, seed=s, eps1=eps1, public=pub, n_max=n_max)
@@ -356,9 +391,9 @@ def randomize_dataset(graphs, method: str, eps: float = 1.0, public_fraction: fl
         n_out = n if keep_nodes is None else int(keep_nodes.numel())
         d = Data(edge_index=ei.to(torch.int64), x=_features(n_out, ei, features), y=g.y.view(-1)[:1].clone(),
                  num_nodes=n_out)
-        d.public = (torch.ones(n_out, dtype=torch.bool) if keep_nodes is not None
-                    else (pub if pub is not None else torch.zeros(n, dtype=torch.bool)))
-        d.node_ids = keep_nodes if keep_nodes is not None else torch.arange(n)
+        d.public = (torch.ones(n_out, dtype=torch.bool, device=dev) if keep_nodes is not None
+                    else (pub if pub is not None else torch.zeros(n, dtype=torch.bool, device=dev)))
+        d.node_ids = keep_nodes if keep_nodes is not None else torch.arange(n, device=dev)
         out.append(d)
         deg_true += csr.nnz / max(n, 1)
         deg_srv += ei.shape[1] / max(n_out, 1)
@@ -484,10 +519,12 @@ def _accuracy(model, loader) -> float:
 
 
 def _train_eval(graphs, classes: int, model: str, seed: int, split, epochs: int, hidden: int,
-                num_layers: int, lr: float, dropout: float, batch_size: int) -> tuple[float, float, int]:
+                num_layers: int, lr: float, dropout: float, batch_size: int,
+                dev: torch.device | None = None) -> tuple[float, float, int]:
     from torch_geometric.loader import DataLoader
 
-    y = np.array([int(g.y[0]) for g in graphs])
+    # graph labels for the split: one host copy of G scalars (not one sync per graph)
+    y = torch.cat([g.y.view(-1)[:1] for g in graphs]).cpu().numpy()
     tr, va, te = _stratified_split(y, seed, *split)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -495,6 +532,8 @@ def _train_eval(graphs, classes: int, model: str, seed: int, split, epochs: int,
     lva = DataLoader([graphs[i] for i in va], batch_size=256)
     lte = DataLoader([graphs[i] for i in te], batch_size=256)
     net = GraphClassifier(model, graphs[0].x.shape[1], hidden, classes, num_layers, dropout)
+    if dev is not None:
+        net = net.to(dev)  # initialised on the CPU: same weights on every device
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=50, gamma=0.5)  # GIN-0 code
     best = (-1.0, 0.0, 0)
@@ -518,7 +557,7 @@ def fit(graphs, method: str = "dprr", eps: float = 1.0, *, model: str = "gin", p
         runs: int = 3, split: tuple[float, float] = (0.75, 0.10), epochs: int = 60, hidden: int = 32,
         num_layers: int = 5, lr: float = 0.01, dropout: float = 0.5, batch_size: int = 64,
         features: str = "constant", eps1: float | None = None, seed: int | None = None,
-        rr_max_edges: int = 50_000_000, threads: int | None = None) -> DPRRReport:
+        rr_max_edges: int = 50_000_000, threads: int | None = None, device=None) -> DPRRReport:
     """Randomise a graph-classification dataset and train a GNN on it (paper section V).
 
     Parameters
@@ -548,6 +587,14 @@ def fit(graphs, method: str = "dprr", eps: float = 1.0, *, model: str = "gin", p
         Torch intra-op threads during training (restored afterwards).  The graphs are tiny,
         so 1 thread is usually fastest, and much faster on a loaded machine; default: leave
         torch's setting.
+    device : str or torch.device, optional
+        Where the graphs are randomised and the model trains ('cpu', 'cuda', 'cuda:N');
+        default (None) the device of ``graphs``.  Splits, public users and initial weights
+        are drawn on the CPU (same on every device for one seed).  On CUDA the edge
+        randomisers need the CUDA edge kernels; without them ``dprr``/``rr``/``locallap``
+        raise :class:`ldpfast.BackendUnavailable` naming the op before any work (never a
+        silent host round trip).  Host reads: the graph labels once per run (split) and
+        the correct-prediction counts per evaluation batch.
 
     Returns
     -------
@@ -573,32 +620,35 @@ def fit(graphs, method: str = "dprr", eps: float = 1.0, *, model: str = "gin", p
     va_f = check_real("split", split[1], 0.0, 1.0 - tr_f)
     if tr_f <= 0 or tr_f + va_f >= 1:
         raise ValueError(f"split: expected train > 0 and train + val < 1, got {tuple(split)}")
-    classes = int(max(int(g.y.view(-1)[0]) for g in graphs)) + 1
+    kind, dev = _graphs_device(graphs, device)
+    _require_edges_on_cuda(method, kind)
+    classes = int(torch.cat([g.y.view(-1)[:1] for g in graphs]).max()) + 1
     if threads is not None:
         threads = check_int("threads", threads, lo=1)
     old_threads = torch.get_num_threads()
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        return _fit(graphs, method, eps, model, public_fraction, runs, (tr_f, va_f), epochs, hidden, num_layers,
-                    lr, dropout, batch_size, features, eps1, seed, rr_max_edges, classes)
+        with _backend.oom_guard("dprr.fit"):
+            return _fit(graphs, method, eps, model, public_fraction, runs, (tr_f, va_f), epochs, hidden,
+                        num_layers, lr, dropout, batch_size, features, eps1, seed, rr_max_edges, classes, dev)
     finally:
         torch.set_num_threads(old_threads)
 
 
 def _fit(graphs, method, eps, model, public_fraction, runs, split, epochs, hidden, num_layers, lr, dropout,
-         batch_size, features, eps1, seed, rr_max_edges, classes) -> DPRRReport:
+         batch_size, features, eps1, seed, rr_max_edges, classes, dev) -> DPRRReport:
     tr_f, va_f = split
     accs, vals, eps_best, privacy, stats = [], [], [], None, None
     t0 = time.perf_counter()
     t_rand = 0.0
     for r in range(runs):
         rd = randomize_dataset(graphs, method, eps, public_fraction, seed=sub_seed(seed, 3, r) >> 1,
-                               features=features, eps1=eps1, rr_max_edges=rr_max_edges)
+                               features=features, eps1=eps1, rr_max_edges=rr_max_edges, device=dev)
         t_rand += rd.stats["randomize_s"]
         privacy, stats = rd.privacy, rd.stats
         acc, va, ep = _train_eval(rd.graphs, classes, model, sub_seed(seed, 4, r), (tr_f, va_f), epochs, hidden,
-                                  num_layers, lr, dropout, batch_size)
+                                  num_layers, lr, dropout, batch_size, dev)
         accs.append(acc)
         vals.append(va)
         eps_best.append(ep)

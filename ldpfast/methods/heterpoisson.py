@@ -67,11 +67,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import _backend
 from .._checks import check_eps, check_int, check_prob, check_real
 from ..privacy.accountant import check_degree_model, privacy_model
 from ..privacy.budget import Spent
 from ..rng import resolve_seed
-from ._common import SECRET_SEED_HELP, public_command, save_figure, sub_seed
+from ._common import (
+    SECRET_SEED_HELP,
+    _data_tensors,
+    data_to,
+    public_command,
+    resolve_device,
+    save_figure,
+    sub_seed,
+)
 
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "HeterPoissonReport", "build_model", "fit", "reproduce_main"]
 
@@ -220,10 +229,11 @@ def _singletons(nodes: torch.Tensor, data, step: int):
     from ..sampling.heterpoisson import SubgraphBatch
 
     B = int(nodes.numel())
-    ar = torch.arange(B)
-    return SubgraphBatch(x=data.x[nodes], edge_index=torch.zeros(2, 0, dtype=torch.long), n_id=nodes.clone(),
-                         ptr=torch.arange(B + 1), batch=ar, center=ar.clone(), y=data.y[nodes],
-                         zeroed=torch.zeros(B, dtype=torch.bool), step=step)
+    dev = nodes.device
+    ar = torch.arange(B, device=dev)
+    return SubgraphBatch(x=data.x[nodes], edge_index=torch.zeros(2, 0, dtype=torch.long, device=dev),
+                         n_id=nodes.clone(), ptr=torch.arange(B + 1, device=dev), batch=ar, center=ar.clone(),
+                         y=data.y[nodes], zeroed=torch.zeros(B, dtype=torch.bool, device=dev), step=step)
 
 
 @torch.no_grad()
@@ -253,7 +263,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         accountant: str = "rdp", report_pld: bool = False, overlap: str = "drop", induced: bool = True,
         degree_model: str = "s2_public_degrees", degree_bound: int | None = None,
         seed: int | None = None, sigma: float | None = None, backend: str | None = None, progress: bool = False,
-        dataset: str | None = None) -> HeterPoissonReport:
+        dataset: str | None = None, device=None) -> HeterPoissonReport:
     """Train a node-level DP GNN with HeterPoisson (Algorithm 1) and test it (section 4.4).
 
     Parameters
@@ -312,10 +322,28 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         tqdm progress bar over the steps.
     dataset : str, optional
         Name recorded in the report.
-    """
-    from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
-    from ..privacy.accountant import HeterPoissonAccountant, MixtureAccountant
+    device : str or torch.device, optional
+        Where the data, the sampler (``csrc/cuda/sampling.cu`` on a GPU), per-sub-graph
+        clipping, the optimizer and the model run: 'cpu', 'cuda' or 'cuda:N'; default (None)
+        the device of ``data``.  The split and the initial weights are drawn on the CPU and
+        moved, the DP-SGD noise is drawn by the optimizer's CPU generator and copied to the
+        device once per step (so one seed gives the same split, batches, initial weights and
+        noise on every device; training arithmetic may differ by GPU non-determinism).  Host
+        syncs per step: the batch sizes (before allocations) and the clipping buckets' padded
+        sizes; the clipped fractions are read once at the end.  Evaluation needs
+        :func:`ldpfast.sampling.inference_subgraphs` on the device: without its CUDA port a
+        GNN model raises :class:`ldpfast.BackendUnavailable` naming it, before training.
 
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (named); ``data`` tensors on two devices (both named) with
+        ``device=None``.
+    ldpfast.BackendUnavailable
+        ``device`` is CUDA and the cuda backend (or an op this run needs) cannot run there.
+    ldpfast.DeviceOutOfMemory
+        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
+    """
     eps = check_eps("eps", eps)
     if model not in MODELS:
         raise ValueError(f"model: expected one of {MODELS}, got {model!r}")
@@ -346,8 +374,28 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     if delta is None:
         delta = 1.0 / n ** 1.1
     delta = check_prob("delta", delta, open_low=True, open_high=True)
+    kind, dev = resolve_device(device, _data_tensors(data))
+    if kind == "cuda":
+        _backend.resolve("cuda", backend)  # e.g. backend="cpp" with CUDA data: BackendUnavailable
+        if model != "mlp":
+            _backend.require_cuda_family("ldpfast.sampling.inference_subgraphs (the test-time sub-graphs "
+                                         "of fit)", "sampling", "heter_infer")
+    with _backend.oom_guard("heterpoisson.fit"):
+        return _fit(data_to(data, dev), dev, eps, model, setting, M, delta, q_b, expected_batch_size, epochs, T,
+                    max_grad_norm, lr, hidden, num_layers, n_test, train_frac, accountant, report_pld, overlap,
+                    induced, degree_model, degree_bound, seed, sigma, backend, progress, dataset, n)
+
+
+def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epochs, T, max_grad_norm, lr, hidden,
+         num_layers, n_test, train_frac, accountant, report_pld, overlap, induced, degree_model, degree_bound, seed,
+         sigma, backend, progress, dataset, n):
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
+    from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    from ..privacy.accountant import HeterPoissonAccountant, MixtureAccountant
+
     t0 = time.perf_counter()
-    train_mask, test_mask = split_nodes(n, seed, train_frac)
+    # drawn on the CPU (same split on every device), then moved
+    train_mask, test_mask = (t.to(dev) for t in split_nodes(n, seed, train_frac))
     n_train = int(train_mask.sum())
     if q_b is None:
         q_b = min(1.0, expected_batch_size / n_train)
@@ -366,7 +414,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         g_test, test_nodes, test_allow = data, test_mask, test_mask
     else:
         g_test = _induced(data, test_mask)
-        test_nodes, test_allow = torch.ones(g_test.num_nodes, dtype=torch.bool), None
+        test_nodes, test_allow = torch.ones(g_test.num_nodes, dtype=torch.bool, device=dev), None
 
     # -- accountant and sigma ----------------------------------------------------------
     if model == "mlp":
@@ -386,7 +434,8 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
 
     # -- model, sampler, optimizer -----------------------------------------------------
     torch.manual_seed(seed)
-    net = build_model(model, int(data.x.shape[1]), int(data.y.max()) + 1, hidden=hidden, num_layers=num_layers)
+    net = build_model(model, int(data.x.shape[1]), int(data.y.max()) + 1, hidden=hidden,
+                      num_layers=num_layers).to(dev)  # initialised on the CPU: same weights on every device
     gsm = SubgraphGradSampleModule(net)
     n_cand = n_train if train_nodes is not None else int(g_train.num_nodes)
     opt = DPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=max_grad_norm,
@@ -414,7 +463,8 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
             out = gsm(batch)
             subgraph_loss(out, batch).backward()
             opt.step()
-            clipped.append(opt.last_stats.clipped_fraction)
+            f = opt.last_stats.factors
+            clipped.append((f < 1).float().mean())  # kept on the device, read once after training
         sizes.append(batch.num_subgraphs)
         t_sample += s1 - s0
         t_train += time.perf_counter() - s1
@@ -427,7 +477,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
                 "degree_bound": None if model == "mlp" else degree_bound,
                 "rdp_order": rep_rdp.order, "rdp_K": rep_rdp.K, "rdp_delta_tail": rep_rdp.delta_tail,
                 "rdp_worst_degree": rep_rdp.worst_degree, "mean_subgraphs": float(np.mean(sizes)) if sizes else 0.0,
-                "clipped_fraction": float(np.mean(clipped)) if clipped else 0.0,
+                "clipped_fraction": float(np.mean(torch.stack(clipped).cpu().tolist())) if clipped else 0.0,
                 "seconds_sampling": t_sample, "seconds_training": t_train,
                 "seconds_total": time.perf_counter() - t0}
     spent = Spent(mechanism="dpsgd" if model == "mlp" else "heterpoisson", target="nodes", eps=float(eps_spent),

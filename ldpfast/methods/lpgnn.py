@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .. import ops
+from .. import _backend, ops
 from .._checks import check_int, check_real
 from ..graph import csr_of
 from ..privacy import Ledger
@@ -43,6 +43,8 @@ from ..rng import resolve_seed
 from ._common import (
     SECRET_SEED_HELP,
     Backbone,
+    _data_tensors,
+    data_to,
     fmt_eps,
     graph_input,
     mean_std,
@@ -50,6 +52,7 @@ from ._common import (
     public_command,
     quiet_sparse_csr,
     random_split,
+    resolve_device,
     save_json,
     sub_seed,
 )
@@ -175,7 +178,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
         dropout: float | None = None, hidden: int = 16, epochs: int = 500, patience: int = 100,
         training: str = "drop", m: int | None = None, seed: int | None = None,
         split: tuple[float, float] = (0.5, 0.25), dataset: str | None = None,
-        factored: bool = True) -> LPGNNReport:
+        factored: bool = True, device=None) -> LPGNNReport:
     """Train LPGNN (Algorithm 3) on a PyG ``Data`` and report test accuracy and privacy.
 
     Parameters
@@ -203,9 +206,24 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     factored : bool
         For GraphSAGE, compute the first layer through :class:`FactoredSAGEInput` (same
         function, far cheaper on wide features); ``False`` materialises ``h`` densely.
-    """
-    from ..mechanisms import multibit_encode, multibit_rectify, multibit_scale, rr_labels
+    device : str or torch.device, optional
+        Where the data, both randomisers (multi-bit, RR), KProp and the model run: 'cpu',
+        'cuda' or 'cuda:N'; default (None) the device of ``data``.  The split and the model
+        initialisation are drawn on the CPU and moved, so every device sees the same split,
+        initial weights and randomised inputs for one seed (training itself may differ by
+        GPU non-determinism).  Host reads per epoch: the validation loss and accuracies
+        (scalars, for the model selection of line 29).
 
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (named); ``data`` tensors on two devices (both named) with
+        ``device=None``.
+    ldpfast.BackendUnavailable
+        ``device`` is CUDA and the cuda backend cannot run here (the reason is given).
+    ldpfast.DeviceOutOfMemory
+        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
+    """
     if training not in ("drop", "fc", "ce"):
         raise ValueError(f"training: expected 'drop', 'fc' or 'ce', got {training!r}")
     for name, e in (("eps_x", eps_x), ("eps_y", eps_y)):
@@ -220,11 +238,23 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
                                      "k_x": k_x, "k_y": k_y}.items() if v is not None})
     check_real("lr", hp["lr"], 0.0)
     check_real("dropout", hp["dropout"], 0.0, 1.0)
+    _, dev = resolve_device(device, _data_tensors(data))
+    with _backend.oom_guard("lpgnn.fit"):
+        return _fit(data_to(data, dev), dev, eps_x, eps_y, hp, model, hidden, epochs, patience,
+                    training, m, seed, split, dataset, factored, t0)
+
+
+def _fit(data, dev, eps_x, eps_y, hp, model, hidden, epochs, patience, training, m, seed, split,
+         dataset, factored, t0):
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
+    from ..mechanisms import multibit_encode, multibit_rectify, multibit_scale, rr_labels
+
     n = data.num_nodes
     c = int(data.y.max()) + 1
     csr = csr_of(data)
     seed = resolve_seed(seed)
-    train_mask, val_mask, test_mask = random_split(n, sub_seed(seed, 1), *split)
+    # drawn on the CPU (same split on every device), then moved
+    train_mask, val_mask, test_mask = (t.to(dev) for t in random_split(n, sub_seed(seed, 1), *split))
     labelled = train_mask | val_mask
     ledger = Ledger()
 
@@ -259,11 +289,11 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
         y_tilde = torch.where(agg.abs().sum(1) > 0, agg.argmax(1), y_noisy)
     else:
         y_tilde = y_noisy
-    P = rr_transition(c, eps_y)
+    P = rr_transition(c, eps_y).to(dev)
     acc_star = 1.0 if math.isinf(eps_y) else math.exp(eps_y) / (math.exp(eps_y) + c - 1)
 
     torch.manual_seed(sub_seed(seed, 4))
-    net = Backbone(model, x.size(1), hidden, c, hp["dropout"])
+    net = Backbone(model, x.size(1), hidden, c, hp["dropout"]).to(dev)  # initialised on the CPU
 
     def logits():
         return net.head(first(net.conv1), ei) if factored else net(h, ei)

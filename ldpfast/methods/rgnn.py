@@ -59,7 +59,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import ops
+from .. import _backend, ops
 from .._checks import check_eps, check_int, check_real, check_tensor
 from ..graph import CSR, csr_of
 from ..privacy import Ledger
@@ -69,11 +69,14 @@ from ._common import (
     BACKBONES,
     SECRET_SEED_HELP,
     Backbone,
+    _data_tensors,
+    data_to,
     fmt_eps,
     graph_input,
     mean_std,
     public_command,
     random_split,
+    resolve_device,
     save_json,
     sub_seed,
 )
@@ -139,8 +142,8 @@ def _onehot_tail(x: torch.Tensor, gam: np.ndarray, dtype: torch.dtype,
     if bool((gam == 2).all()):
         return x.to(dtype)  # binary: the indicator of value 1 is the value itself
     w = torch.from_numpy(gam - 1)
-    off = (torch.cumsum(w, 0) - w).to(torch.int64)  # first column of feature i
-    z = torch.zeros(n, int(w.sum()), dtype=dtype)
+    off = (torch.cumsum(w, 0) - w).to(torch.int64).to(x.device)  # first column of feature i
+    z = torch.zeros(n, int(w.sum()), dtype=dtype, device=x.device)
     for s in range(0, n, block):
         xb = x[s:s + block].to(torch.int64)
         idx = off.unsqueeze(0) + (xb - 1).clamp(min=0)  # value 0 adds 0 to the first slot
@@ -216,34 +219,36 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         raise ValueError(f"output: expected 'features', 'index' or 'pi', got {output!r}")
     if dtype not in (torch.float32, torch.float64):
         raise TypeError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
-    if n and (int(x.min()) < 0 or bool((x.to(torch.int64) >= torch.from_numpy(gam)).any())):
+    dev = x.device
+    if n and (int(x.min()) < 0 or bool((x.to(torch.int64) >= torch.from_numpy(gam).to(dev)).any())):
         raise ValueError("x: every value must lie in [0, gamma_i) of its column")
 
-    # lines 5-11: lambda' for every (node, feature, value) in one propagation
+    # lines 5-11: lambda' for every (node, feature, value) in one propagation (on x's device)
     with torch.no_grad():
-        lam = ops.propagate(g, _onehot_tail(x.cpu(), gam, dtype), k_x, "mean", True, csr_t=g)
+        lam = ops.propagate(g, _onehot_tail(x, gam, dtype), k_x, "mean", True, csr_t=g)
     # lines 13-17: eq. (5), per column (p, q depend on gamma_i only)
     pq = {int(v): grr_probs(eps_x, int(v)) for v in np.unique(gam)}
     a = np.array([d / (m * (pq[int(v)][0] - pq[int(v)][1])) for v in gam])
     b = np.array([(m - d - m * int(v) * pq[int(v)][1]) / (m * int(v) * (pq[int(v)][0] - pq[int(v)][1]))
                   for v in gam])
     if bool((gam == 2).all()):
-        lam.mul_(torch.from_numpy(a).to(dtype)).add_(torch.from_numpy(b).to(dtype))  # pi~_v1
+        lam.mul_(torch.from_numpy(a).to(dev, dtype)).add_(torch.from_numpy(b).to(dev, dtype))  # pi~_v1
         if output == "features":
             return lam.clamp_(0.0, 1.0)
         if output == "index":
             return (lam > 0.5).to(torch.int64)  # pi~_v0 = 1 - pi~_v1
         return torch.stack([1.0 - lam, lam], dim=2).reshape(n, 2 * d)
-    w = torch.from_numpy(gam - 1)
-    seg = torch.repeat_interleave(torch.arange(d), w)  # feature of every propagated column
-    a_t, b_t = torch.from_numpy(a).to(dtype), torch.from_numpy(b).to(dtype)
-    lam0 = 1.0 - torch.zeros(n, d, dtype=dtype).index_add_(1, seg, lam)  # implied value 0
+    # per-column parameters: small host arrays, moved to x's device once
+    w = torch.from_numpy(gam - 1).to(dev)
+    seg = torch.repeat_interleave(torch.arange(d, device=dev), w)  # feature of every propagated column
+    a_t, b_t = torch.from_numpy(a).to(dev, dtype), torch.from_numpy(b).to(dev, dtype)
+    lam0 = 1.0 - torch.zeros(n, d, dtype=dtype, device=dev).index_add_(1, seg, lam)  # implied value 0
     pi0 = lam0.mul_(a_t).add_(b_t)
     lam.mul_(a_t[seg]).add_(b_t[seg])  # pi~ of values 1 .. gamma_i - 1
     if output == "pi":
-        out = torch.empty(n, int(gam.sum()), dtype=dtype)
-        first = torch.from_numpy(np.cumsum(gam) - gam)
-        rest = torch.ones(int(gam.sum()), dtype=torch.bool)
+        out = torch.empty(n, int(gam.sum()), dtype=dtype, device=dev)
+        first = torch.from_numpy(np.cumsum(gam) - gam).to(dev)
+        rest = torch.ones(int(gam.sum()), dtype=torch.bool, device=dev)
         rest[first] = False
         out[:, first] = pi0
         out[:, rest] = lam
@@ -253,8 +258,8 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     if bool((gam == gmax).all()):
         rest_max, rest_arg = lam.view(n, d, gmax - 1).max(dim=2)
     else:
-        pos = torch.arange(lam.shape[1]) - torch.repeat_interleave(torch.cumsum(w, 0) - w, w)
-        padded = torch.full((n, d * (gmax - 1)), -math.inf, dtype=dtype)
+        pos = torch.arange(lam.shape[1], device=dev) - torch.repeat_interleave(torch.cumsum(w, 0) - w, w)
+        padded = torch.full((n, d * (gmax - 1)), -math.inf, dtype=dtype, device=dev)
         padded[:, seg * (gmax - 1) + pos] = lam
         rest_max, rest_arg = padded.view(n, d, gmax - 1).max(dim=2)
         del padded
@@ -263,10 +268,10 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     if output == "index":
         return idx
     # GNN input: binary -> clipped pi~_v1; categorical -> one-hot of the argmax
-    width = torch.from_numpy(np.where(gam == 2, 1, gam))
+    width = torch.from_numpy(np.where(gam == 2, 1, gam)).to(dev)
     start = torch.cumsum(width, 0) - width
-    out = torch.zeros(n, int(width.sum()), dtype=dtype)
-    cat = torch.from_numpy(gam > 2)
+    out = torch.zeros(n, int(width.sum()), dtype=dtype, device=dev)
+    cat = torch.from_numpy(gam > 2).to(dev)
     if bool(cat.any()):
         ci = torch.nonzero(cat).squeeze(1)
         out.scatter_(1, start[ci].unsqueeze(0) + idx[:, ci], 1.0)
@@ -283,11 +288,12 @@ def encode_reports(x: torch.Tensor, domain, dtype: torch.dtype = torch.float32) 
     gam = _domain(domain, x.shape[1])
     if bool((gam == 2).all()):
         return x.to(dtype)
-    width = torch.from_numpy(np.where(gam == 2, 1, gam))
+    dev = x.device
+    width = torch.from_numpy(np.where(gam == 2, 1, gam)).to(dev)
     start = torch.cumsum(width, 0) - width
-    out = torch.zeros(x.shape[0], int(width.sum()), dtype=dtype)
+    out = torch.zeros(x.shape[0], int(width.sum()), dtype=dtype, device=dev)
     xi = x.to(torch.int64)
-    cat = torch.from_numpy(gam > 2)
+    cat = torch.from_numpy(gam > 2).to(dev)
     ci, bi = torch.nonzero(cat).squeeze(1), torch.nonzero(~cat).squeeze(1)
     if ci.numel():
         out.scatter_(1, start[ci].unsqueeze(0) + xi[:, ci], 1.0)
@@ -297,12 +303,13 @@ def encode_reports(x: torch.Tensor, domain, dtype: torch.dtype = torch.float32) 
 
 
 # --- Algorithm 2 -----------------------------------------------------------------------------
-def _check_mask(name, mask, n):
+def _check_mask(name, mask, n, device):
+    """The mask, checked, on ``device`` (the device of the data it selects from)."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise TypeError(f"{name}: expected a bool tensor of shape ({n},)")
     if mask.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},), got {tuple(mask.shape)}")
-    return mask.cpu()
+    return mask.to(device)
 
 
 def _check_labels(y, mask, c):
@@ -361,16 +368,17 @@ def reconstruct_labels(y: torch.Tensor, mask: torch.Tensor, csr, num_classes: in
     c = check_int("num_classes", num_classes, 2)
     eps_y = check_eps("eps_y", eps_y)
     k_y = check_int("k_y", k_y, 0, 1024)
-    mask = _check_mask("mask", mask, n)
+    check_tensor("y", y, dims=1, dtypes=(torch.int32, torch.int64))
+    mask = _check_mask("mask", mask, n, y.device)
     _check_labels(y, mask, c)
     if y.shape[0] != n:
         raise ValueError(f"y: expected {n} entries (one per node), got {y.shape[0]}")
-    Y = F.one_hot(torch.where(mask, y.cpu().to(torch.int64), 0), c).to(torch.float64)
+    Y = F.one_hot(torch.where(mask, y.to(torch.int64), 0), c).to(torch.float64)
     Y[~mask] = 0.0  # line 5: unlabelled nodes carry all-zero vectors
     with torch.no_grad():
         lam = ops.propagate(g, Y, k_y, "mean", True, csr_t=g)
     pi = grr_estimate(lam, eps_y, c)  # eq. 14
-    out = torch.where(mask, pi.argmax(1), torch.full((n,), -1, dtype=torch.int64))
+    out = torch.where(mask, pi.argmax(1), torch.full((n,), -1, dtype=torch.int64, device=y.device))
     return (out, pi) if return_pi else out
 
 
@@ -402,6 +410,10 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
     Privacy
     -------
     Uses only the public graph.
+
+    Device: METIS (pymetis) runs on the host only, so a CUDA graph's CSR is copied to the
+    host once here (the public graph, not a randomised input) and the bags are returned on
+    the graph's device.  Pass precomputed ``bags`` to :func:`fit` to skip it.
     """
     import pymetis
 
@@ -416,8 +428,9 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
         if not (torch.equal(t.rowptr, g.rowptr) and torch.equal(t.col, g.col)):
             raise ValueError("data: METIS needs an undirected graph (both directions of every "
                              "edge); symmetrise edge_index first")
-    xadj = g.rowptr.numpy()
-    adjncy = g.col.to(torch.int64).numpy()
+    # the one host copy of RGNN on a GPU (see Device above): METIS has no device version
+    xadj = g.rowptr.cpu().numpy()
+    adjncy = g.col.to(torch.int64).cpu().numpy()
     opts = pymetis.Options(seed=seed)
     t0 = time.perf_counter()
     if g.nnz == 0 or C == 1:
@@ -427,7 +440,7 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
         _, parts = pymetis.part_graph(C, adj, options=opts, recursive=False)
     if timings is not None:
         timings["metis_s"] = time.perf_counter() - t0
-    return torch.as_tensor(np.asarray(parts), dtype=torch.int64)
+    return torch.as_tensor(np.asarray(parts), dtype=torch.int64).to(g.rowptr.device)
 
 
 def bag_proportions(y: torch.Tensor, bags: torch.Tensor, mask: torch.Tensor, num_classes: int,
@@ -451,7 +464,7 @@ def bag_proportions(y: torch.Tensor, bags: torch.Tensor, mask: torch.Tensor, num
     c = check_int("num_classes", num_classes, 2)
     check_tensor("bags", bags, dims=1, dtypes=(torch.int32, torch.int64))
     n = bags.shape[0]
-    mask = _check_mask("mask", mask, n)
+    mask = _check_mask("mask", mask, n, bags.device)
     _check_labels(y, mask, c)
     if bags.numel() and int(bags.min()) < 0:
         raise ValueError("bags: bag ids must be >= 0")
@@ -464,7 +477,7 @@ def bag_proportions(y: torch.Tensor, bags: torch.Tensor, mask: torch.Tensor, num
     idx = bags[mask].to(torch.int64)
     Y = F.one_hot(y[mask].to(torch.int64), c).to(torch.float64)
     counts = torch.bincount(idx, minlength=B)
-    sums = torch.zeros(B, c, dtype=torch.float64).index_add_(0, idx, Y)
+    sums = torch.zeros(B, c, dtype=torch.float64, device=idx.device).index_add_(0, idx, Y)
     b_prime = sums / counts.clamp(min=1).unsqueeze(1)
     if math.isinf(eps_y):
         est = b_prime.clone()
@@ -517,11 +530,11 @@ def llp_loss(probs: torch.Tensor, bags: torch.Tensor, b_tilde: torch.Tensor,
     if direction not in ("paper", "reverse"):
         raise ValueError(f"direction: expected 'paper' or 'reverse', got {direction!r}")
     if mask is not None:
-        mask = _check_mask("mask", mask, n)
+        mask = _check_mask("mask", mask, n, probs.device)
         probs, bags = probs[mask], bags[mask]
     idx = bags.to(torch.int64)
     counts = torch.bincount(idx, minlength=C)
-    sums = torch.zeros(C, c, dtype=probs.dtype).index_add(0, idx, probs)
+    sums = torch.zeros(C, c, dtype=probs.dtype, device=probs.device).index_add(0, idx, probs)
     keep = counts > 0
     if not bool(keep.any()):
         return probs.sum() * 0.0
@@ -585,7 +598,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
         variant: str = "rgnn", lr: float = 0.01, weight_decay: float = 0.0,
         dropout: float = 0.5, hidden: int = 16, epochs: int = 100, seed: int | None = None,
         split: tuple[float, float] = (0.5, 0.25), dataset: str | None = None, domain=None,
-        bags: torch.Tensor | None = None, llp_direction: str = "paper") -> RGNNReport:
+        bags: torch.Tensor | None = None, llp_direction: str = "paper", device=None) -> RGNNReport:
     """Train RGNN (Algorithm 3) or one of its variants and report accuracy and privacy.
 
     Parameters
@@ -630,13 +643,28 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
         Precomputed :func:`metis_bags` (reused across budgets; must match ``C``).
     llp_direction : {"paper", "reverse"}
         See :func:`llp_loss`.
+    device : str or torch.device, optional
+        Where the data, both randomisers (GRR-FS, RR), the reconstructions, the LLP loss and
+        the model run: 'cpu', 'cuda' or 'cuda:N'; default (None) the device of ``data``.
+        The split and the initial weights are drawn on the CPU and moved (same on every
+        device for one seed).  Host steps on a GPU: METIS (:func:`metis_bags`, a one-off
+        copy of the public graph; skipped when ``bags`` is given) and scalar reads (the
+        validation score per epoch for model selection, the diagnostics once).
 
     Returns
     -------
     RGNNReport
-    """
-    from ..mechanisms import grr_fs, rr_labels
 
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (named); ``data`` tensors on two devices (both named) with
+        ``device=None``.
+    ldpfast.BackendUnavailable
+        ``device`` is CUDA and the cuda backend cannot run here (the reason is given).
+    ldpfast.DeviceOutOfMemory
+        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
+    """
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     if model not in BACKBONES:
@@ -657,6 +685,18 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     hidden = check_int("hidden", hidden, 1)
     epochs = check_int("epochs", epochs, 1)
     seed = resolve_seed(seed)
+    _, dev = resolve_device(device, _data_tensors(data))
+    with _backend.oom_guard("rgnn.fit"):
+        return _fit(data_to(data, dev), dev, eps_x, eps_y, m, k_x, k_y, C, alpha, model, group_size,
+                    variant, lr, weight_decay, dropout, hidden, epochs, seed, split, dataset, domain,
+                    bags, llp_direction)
+
+
+def _fit(data, dev, eps_x, eps_y, m, k_x, k_y, C, alpha, model, group_size, variant, lr, weight_decay,
+         dropout, hidden, epochs, seed, split, dataset, domain, bags, llp_direction):
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
+    from ..mechanisms import grr_fs, rr_labels
+
     t0 = time.perf_counter()
     timings: dict = {}
     dataset = dataset or getattr(data, "name", None) or "custom"
@@ -672,7 +712,8 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     d = x_int.shape[1]
     m = check_int("m", m, 1, d)
     gam = _domain(dom, d)
-    train_mask, val_mask, test_mask = random_split(n, sub_seed(seed, 1), *split)
+    # drawn on the CPU (same split on every device), then moved
+    train_mask, val_mask, test_mask = (t.to(dev) for t in random_split(n, sub_seed(seed, 1), *split))
     labelled = train_mask | val_mask
     ledger = Ledger()
 
@@ -697,6 +738,8 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
             bags = metis_bags(csr, C, sub_seed(seed, 5) & 0x7FFFFFFF, timings=timings)
         elif bags.shape != (n,) or int(bags.max()) >= C:
             raise ValueError(f"bags: expected ({n},) bag ids in [0, C={C})")
+        else:
+            bags = _backend.to_device(bags, dev, "bags")
 
     # lines 6-8: reconstruction
     t1 = time.perf_counter()
@@ -720,7 +763,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     # lines 9-15: training
     t2 = time.perf_counter()
     torch.manual_seed(sub_seed(seed, 4))
-    net = Backbone(model, h.shape[1], hidden, c, dropout, act="relu")
+    net = Backbone(model, h.shape[1], hidden, c, dropout, act="relu").to(dev)  # initialised on the CPU
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     ei = graph_input(data.edge_index, n, model)
     tr_idx = torch.nonzero(train_mask).squeeze(1)

@@ -425,7 +425,9 @@ class HeterPoisson:
         elif out_degree is None:
             deg = _out_degree(self.csr)
         else:
-            deg = torch.as_tensor(out_degree).to(self.csr.rowptr.device)
+            deg = torch.as_tensor(out_degree)
+            if deg.device != self.csr.rowptr.device:
+                deg = deg.to(self.csr.rowptr.device)
             if deg.dim() != 1 or deg.numel() != n or deg.dtype not in (torch.int32, torch.int64):
                 raise ValueError(f"out_degree: expected an integer tensor of shape ({n},)")
             deg = deg.to(torch.int64)
@@ -513,8 +515,9 @@ class HeterPoisson:
         torch.cumsum(rp[centers + 1] - rp[centers] + 1, 0, out=ub_ptr[1:])
         n_ub_size = int(ub_ptr[-1])
         counts = torch.empty(B, dtype=torch.int64, device=dev)
-        n_ub = torch.empty(n_ub_size, dtype=torch.int64, device=dev)
-        z_ub = torch.empty(n_ub_size, dtype=torch.uint8, device=dev)
+        with _backend.oom_guard(f"HeterPoisson.sample: node slots of {B} sub-graphs", 9 * n_ub_size):
+            n_ub = torch.empty(n_ub_size, dtype=torch.int64, device=dev)
+            z_ub = torch.empty(n_ub_size, dtype=torch.uint8, device=dev)
         k.heter_nodes(rp, csr.col, self.out_degree, centers.contiguous(), self.cand_mask, self.allow_mask,
                       self.seed, step, self.q_b, self.M, self.overlap == "drop", ub_ptr, counts, n_ub, z_ub)
         node_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
@@ -523,7 +526,8 @@ class HeterPoisson:
         pos = torch.repeat_interleave(ub_ptr[:-1] - node_ptr[:-1], counts, output_size=total) + torch.arange(
             total, dtype=torch.int64, device=dev)
         n_id, zeroed = n_ub[pos], z_ub[pos]
-        ei = k.heter_edges(rp, csr.col, n_id, node_ptr, self.induced)
+        with _backend.oom_guard(f"HeterPoisson.sample: edges of {B} sub-graphs"):
+            ei = k.heter_edges(rp, csr.col, n_id, node_ptr, self.induced)
         return _assemble_dev(self.data, n_id, node_ptr, counts, zeroed, ei, step, with_x)
 
     def __len__(self) -> int:
