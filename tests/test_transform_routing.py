@@ -1,6 +1,6 @@
 """Every transform on a CUDA ``Data``: routing and results, testable without a GPU.
 
-As in test_cuda_routing.py, a CPU tensor subclass (``DeviceInput``) plays the CUDA tensors:
+As in test_cuda_routing.py (the harness: tests/_fake_cuda.py), a CPU tensor subclass (``DeviceInput``) plays the CUDA tensors:
 ``_backend.device_of`` calls it "cuda", a recording module stands in for ``ldpfast._cuda``,
 and every host copy of it or of anything derived from it (``.cpu()``, ``.numpy()``,
 ``.tolist()``, ``__array__``) is logged.  The CPU kernels are switched off while a transform
@@ -17,13 +17,22 @@ GPU tests (``pytest -m cuda``) run every transform on a real CUDA ``Data`` again
 """
 from __future__ import annotations
 
-import contextlib
 import types
 
 import numpy as np
 import pytest
 import torch
-from test_cuda_routing import DeviceInput, _dev
+from _fake_cuda import (
+    REAL,
+    DeviceInput,
+    cpp_kernel,
+    cpu_kernels,
+    dev,
+    install,
+    np_of,
+    plain,
+    switch_off_cpu_kernels,
+)
 from torch_geometric.data import Data
 
 from ldpfast import _backend
@@ -34,35 +43,6 @@ from ldpfast.privacy import Ledger
 from ldpfast.privacy import report_once as R
 from ldpfast.transforms import DPRR, GRRFS, LocalLap, MultiBit, OneBit, RREdges, RRLabels
 
-REAL: dict = {}
-
-
-def _plain(t):
-    return t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t
-
-
-def _np(a):
-    return _plain(a).numpy() if isinstance(a, torch.Tensor) else a
-
-
-@contextlib.contextmanager
-def _cpu_kernels():
-    saved = {k: _backend._cache[k] for k in REAL}
-    _backend._cache.update(REAL)
-    try:
-        yield
-    finally:
-        _backend._cache.update(saved)
-
-
-def _kernel(log, name):
-    """A 'CUDA' kernel: takes tensors (by pointer), runs the C++ kernel on their memory."""
-    def kernel(*args):
-        assert any(isinstance(a, torch.Tensor) for a in args), name
-        log.append(name)
-        return getattr(REAL["cpp"], name)(*[_np(a) for a in args])
-    return kernel
-
 
 def _fingerprint(log):
     def fingerprint(data, k_nh, k_pad, k_prf, out):
@@ -70,13 +50,13 @@ def _fingerprint(log):
         assert data.dtype == torch.uint8 and out.dtype == torch.int64
         log.append("fingerprint")
         res = np.zeros(2, dtype=np.uint64)
-        REAL["cpp"].fingerprint(_np(data), k_nh, k_pad, k_prf, res)
-        _plain(out).copy_(torch.from_numpy(res.view(np.int64)))
+        REAL["cpp"].fingerprint(np_of(data), k_nh, k_pad, k_prf, res)
+        plain(out).copy_(torch.from_numpy(res.view(np.int64)))
     return fingerprint
 
 
 def _to_dev(x):
-    return _dev(x) if isinstance(x, torch.Tensor) else x
+    return dev(x) if isinstance(x, torch.Tensor) else x
 
 
 def _mechanism(log, name, real):
@@ -89,12 +69,12 @@ def _mechanism(log, name, real):
         # are plain here); no CPU kernel can have built it (they are switched off)
         assert isinstance(csr.col, DeviceInput) and isinstance(csr.rowptr, torch.Tensor), name
         log.append(name)
-        plain = CSR(_plain(csr.rowptr), _plain(csr.col), csr.num_nodes)
-        args = [_plain(a) for a in args]
-        with _cpu_kernels():
-            res = real(plain, eps, seed, *args, **kw)
-        out = E.EdgeLDPResult(CSR(_dev(res.noisy.rowptr), _dev(res.noisy.col), csr.num_nodes),
-                              _dev(res.noisy_degrees), _to_dev(res.d_star), _to_dev(res.q), res.spent,
+        host = CSR(plain(csr.rowptr), plain(csr.col), csr.num_nodes)
+        args = [plain(a) for a in args]
+        with cpu_kernels():
+            res = real(host, eps, seed, *args, **kw)
+        out = E.EdgeLDPResult(CSR(dev(res.noisy.rowptr), dev(res.noisy.col), csr.num_nodes),
+                              dev(res.noisy_degrees), _to_dev(res.d_star), _to_dev(res.q), res.spent,
                               res.symmetrize, "cuda")
         return out  # edge_index left to the transform (expanded on the device)
     return run
@@ -103,25 +83,18 @@ def _mechanism(log, name, real):
 @pytest.fixture
 def fake_cuda(monkeypatch):
     log: list[str] = []
-    REAL.update({"cpp": _backend._load("cpp"), "numba": _backend._load("numba")})
-    if not isinstance(REAL["cpp"], types.ModuleType):
+    if not isinstance(_backend._load("cpp"), types.ModuleType):
         pytest.skip("needs the C++ build (the fake CUDA kernels run it)")
     mod = types.ModuleType("ldpfast._cuda")
     for name in ("grr", "grr_fs", "onebit", "multibit_encode", "rr_labels", "check_categorical",
                  "check_range"):
-        setattr(mod, name, _kernel(log, name))
+        setattr(mod, name, cpp_kernel(log, name))
     mod.fingerprint = _fingerprint(log)
-    real_dev = _backend.device_of
-    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
-        isinstance(t, DeviceInput) for t in ts) else real_dev(*ts))
-    monkeypatch.setitem(_backend._cache, "cuda", mod)
-    for name in ("cpp", "numba"):  # CPU kernels must not run on device data
-        monkeypatch.setitem(_backend._cache, name, RuntimeError("CPU kernel called on device data"))
+    install(monkeypatch, mod)
+    switch_off_cpu_kernels(monkeypatch)
     monkeypatch.setattr(E, "_dprr", _mechanism(log, "dprr", E._dprr))
     monkeypatch.setattr(E, "_rr_edges", _mechanism(log, "rr_edges", E._rr_edges))
     monkeypatch.setattr(E, "_local_laplace", _mechanism(log, "local_laplace", E._local_laplace))
-    monkeypatch.delenv("LDPFAST_BACKEND", raising=False)
-    DeviceInput.copies = []
     return log
 
 
@@ -132,7 +105,7 @@ def _data(n=60, d=12, c=3, seed=0):
     val = torch.zeros(n, dtype=torch.bool)
     train[idx[:30]] = True
     val[idx[30:45]] = True
-    with _cpu_kernels():  # test data: the real kernels
+    with cpu_kernels():  # test data: the real kernels
         ei = to_csr(torch.randint(0, n, (2, 150), generator=g), n, symmetrize=True).to_edge_index()
     return Data(x=(torch.rand(n, d, generator=g) < 0.3).float(), y=torch.randint(0, c, (n,), generator=g),
                 edge_index=ei, train_mask=train, val_mask=val, test_mask=~(train | val), num_nodes=n)
@@ -141,10 +114,10 @@ def _data(n=60, d=12, c=3, seed=0):
 def _on_dev(data):
     out = Data()
     for k, v in data.to_dict().items():
-        out[k] = _dev(v) if isinstance(v, torch.Tensor) else v
+        out[k] = dev(v) if isinstance(v, torch.Tensor) else v
     if "csr" in data.__dict__:
         c = data.__dict__["csr"]
-        out.__dict__["csr"] = CSR(_dev(c.rowptr), _dev(c.col), c.num_nodes)
+        out.__dict__["csr"] = CSR(dev(c.rowptr), dev(c.col), c.num_nodes)
     return out
 
 
@@ -152,7 +125,7 @@ def _same(got, want, keys):
     for k in keys:
         a, b = got[k], want[k]
         assert isinstance(a, DeviceInput), f"{k} left the device"
-        assert a.dtype == b.dtype and torch.equal(_plain(a), b), k
+        assert a.dtype == b.dtype and torch.equal(plain(a), b), k
 
 
 FEATURE_CASES = [
@@ -168,7 +141,7 @@ FEATURE_CASES = [
 @pytest.mark.parametrize("name,make,kernels,keys", FEATURE_CASES, ids=[c[0] for c in FEATURE_CASES])
 def test_feature_and_label_transforms_stay_on_the_device_and_match_cpu(fake_cuda, name, make, kernels, keys):
     data = _data()
-    with _cpu_kernels():
+    with cpu_kernels():
         want = make()(data)
     got = make()(_on_dev(data))
     # one fingerprint per tensor of the Data (x, y, edge_index; masks are not identity)
@@ -181,7 +154,7 @@ def test_feature_and_label_transforms_stay_on_the_device_and_match_cpu(fake_cuda
 def test_fingerprint_of_device_data_equals_the_cpu_one(fake_cuda):
     data = _data()
     key = R.fingerprint_key(17)
-    with _cpu_kernels():
+    with cpu_kernels():
         want = R.fingerprint(data, key)
         seed = R.input_seed(17, "DPRR", data)
     assert R.fingerprint(_on_dev(data), key) == want
@@ -205,7 +178,7 @@ def _unsorted(data):
 
 def _csr_only(data):
     d = Data(x=data.x, num_nodes=data.num_nodes)
-    with _cpu_kernels():
+    with cpu_kernels():
         d.__dict__["csr"] = to_csr(data.edge_index, data.num_nodes)
     return d
 
@@ -214,7 +187,7 @@ def _csr_only(data):
 @pytest.mark.parametrize("name,make,mech", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
 def test_edge_transforms_prepare_and_assemble_on_the_device(fake_cuda, name, make, mech, layout):
     data = {"sorted": _data, "unsorted": lambda: _unsorted(_data()), "csr": lambda: _csr_only(_data())}[layout]()
-    with _cpu_kernels():
+    with cpu_kernels():
         want = make()(data)
     t = make()
     got = t(_on_dev(data))
@@ -225,7 +198,7 @@ def test_edge_transforms_prepare_and_assemble_on_the_device(fake_cuda, name, mak
         assert "edge_index" not in got
         for f in ("rowptr", "col"):
             a, b = getattr(got.csr, f), getattr(want.csr, f)
-            assert torch.equal(_plain(a), b), f
+            assert torch.equal(plain(a), b), f
         assert isinstance(got.csr.col, DeviceInput)  # (rowptr comes from factory tensors, plain here)
     else:
         _same(got, want, ["edge_index"])
@@ -245,7 +218,7 @@ BAD_GRAPHS = {
 def test_bad_device_graphs_get_the_cpu_error(fake_cuda, case):
     data = _data()
     data.edge_index = BAD_GRAPHS[case](data.edge_index)
-    with _cpu_kernels(), pytest.raises(ValueError) as cpu_err:
+    with cpu_kernels(), pytest.raises(ValueError) as cpu_err:
         DPRR(2.0, seed=1, eps1=0.5)(data)
     with pytest.raises(ValueError) as dev_err:
         DPRR(2.0, seed=1, eps1=0.5)(_on_dev(data))
@@ -257,7 +230,7 @@ def test_bad_stored_csr_is_refused_on_the_device(fake_cuda):
     d = _csr_only(_data())
     c = d.__dict__["csr"]
     d.__dict__["csr"] = CSR(c.rowptr, c.col.flip(0).contiguous(), c.num_nodes)  # rows unsorted
-    with _cpu_kernels(), pytest.raises(ValueError) as cpu_err:
+    with cpu_kernels(), pytest.raises(ValueError) as cpu_err:
         DPRR(2.0, seed=1, eps1=0.5)(d)
     with pytest.raises(ValueError) as dev_err:
         DPRR(2.0, seed=1, eps1=0.5)(_on_dev(d))
