@@ -11,12 +11,14 @@ its CPU output bit for bit (same secret seed: same fingerprint, same input seed,
 The edge randomisers (``mechanisms.edges._dprr`` / ``_rr_edges`` / ``_local_laplace``) are
 another helper's CUDA port; here they are replaced by wrappers that check they receive a CSR
 on the device and run the CPU mechanism on plain views, so what is tested is the transform's
-side: fingerprint, CSR preparation and checks, and output assembly, on the device.
+side: fingerprint, CSR preparation and checks (``mechanisms.edges._graph_csr``: its graph
+kernels run the C++ ones here too), and output assembly, on the device.
 
 GPU tests (``pytest -m cuda``) run every transform on a real CUDA ``Data`` against the CPU.
 """
 from __future__ import annotations
 
+import contextlib
 import types
 
 import numpy as np
@@ -55,6 +57,21 @@ def _fingerprint(log):
     return fingerprint
 
 
+WRITTEN: list[int] = []  # data_ptr of every output of the fake csr_to_edge_index
+
+
+def _edge_index_kernel(log):
+    """The 'CUDA' csr_to_edge_index; records where it wrote (the output is allocated beside
+    the graph by the caller: a plain tensor here, as every factory-made one)."""
+    run = cpp_kernel(log, "csr_to_edge_index")
+
+    def csr_to_edge_index(rp, col, out, layout):
+        WRITTEN.append(out.data_ptr())
+        return run(rp, col, out, layout)
+    WRITTEN.clear()
+    return csr_to_edge_index
+
+
 def _to_dev(x):
     return dev(x) if isinstance(x, torch.Tensor) else x
 
@@ -90,6 +107,9 @@ def fake_cuda(monkeypatch):
                  "check_range"):
         setattr(mod, name, cpp_kernel(log, name))
     mod.fingerprint = _fingerprint(log)
+    for name in ("edges_sorted_csr", "edges_check_csr"):  # mechanisms.edges._graph_csr
+        setattr(mod, name, cpp_kernel(log, name))
+    mod.csr_to_edge_index = _edge_index_kernel(log)
     install(monkeypatch, mod)
     switch_off_cpu_kernels(monkeypatch)
     monkeypatch.setattr(E, "_dprr", _mechanism(log, "dprr", E._dprr))
@@ -124,7 +144,10 @@ def _on_dev(data):
 def _same(got, want, keys):
     for k in keys:
         a, b = got[k], want[k]
-        assert isinstance(a, DeviceInput), f"{k} left the device"
+        if k == "edge_index":  # written by the 'CUDA' csr_to_edge_index kernel, no host copy
+            assert a.data_ptr() in WRITTEN, f"{k} was not built on the device"
+        else:
+            assert isinstance(a, DeviceInput), f"{k} left the device"
         assert a.dtype == b.dtype and torch.equal(plain(a), b), k
 
 
@@ -191,8 +214,13 @@ def test_edge_transforms_prepare_and_assemble_on_the_device(fake_cuda, name, mak
         want = make()(data)
     t = make()
     got = t(_on_dev(data))
-    # three tensors each: x, y, edge_index, or x, csr.rowptr, csr.col (masks are not identity)
-    assert fake_cuda == ["fingerprint"] * 3 + [mech], fake_cuda
+    # three tensors each: x, y, edge_index, or x, csr.rowptr, csr.col (masks are not identity);
+    # a sorted edge_index is built and checked in one pass, an unsorted one goes through
+    # csr_of's device path and is checked, a CSR is checked; then edge_index is expanded
+    prep = {"sorted": ["edges_sorted_csr"], "unsorted": ["edges_sorted_csr", "edges_check_csr"],
+            "csr": ["edges_check_csr"]}[layout]
+    out = [] if layout == "csr" else ["csr_to_edge_index"]
+    assert fake_cuda == ["fingerprint"] * 3 + prep + [mech] + out, fake_cuda
     assert DeviceInput.copies == [], DeviceInput.copies
     if layout == "csr":
         assert "edge_index" not in got
@@ -202,7 +230,7 @@ def test_edge_transforms_prepare_and_assemble_on_the_device(fake_cuda, name, mak
         assert isinstance(got.csr.col, DeviceInput)  # (rowptr comes from factory tensors, plain here)
     else:
         _same(got, want, ["edge_index"])
-        assert isinstance(t.last_result.edge_index, DeviceInput)
+        assert t.last_result.edge_index is got.edge_index
     assert Ledger.of(got).entries[-1].mechanism == Ledger.of(want).entries[-1].mechanism
 
 
@@ -234,14 +262,12 @@ def test_bad_stored_csr_is_refused_on_the_device(fake_cuda):
         DPRR(2.0, seed=1, eps1=0.5)(d)
     with pytest.raises(ValueError) as dev_err:
         DPRR(2.0, seed=1, eps1=0.5)(_on_dev(d))
-    # the device check names every problem the C++ one does, except asymmetry, which it
-    # tests only on sorted rows (the C++ kernel hashes pairs and reports it anyway)
+    # the device check (graph kernels of mechanisms.edges) names every problem the C++ one does
     assert "rows not strictly increasing" in str(dev_err.value)
     flags = int(REAL["cpp"].edges_check_csr(c.rowptr.numpy(), c.col.flip(0).contiguous().numpy()))
     assert flags & 8 and "an asymmetric" in str(cpu_err.value)
-    with pytest.raises(ValueError) as want:
-        ET._raise_flags(flags & 7)
-    assert str(dev_err.value) == str(want.value)
+    assert str(dev_err.value) == str(cpu_err.value)
+    assert "dprr" not in fake_cuda and "edges_check_csr" in fake_cuda  # refused by the device check
 
 
 def test_stored_csr_on_two_devices_names_both():
@@ -252,9 +278,10 @@ def test_stored_csr_on_two_devices_names_both():
         DPRR(2.0, seed=1, eps1=0.5)(d)
 
 
-def test_device_checks_equal_the_cpp_check_on_random_csrs():
-    # the exact torch-native check against the C++ kernel's flags (its symmetry test hashes)
-    C = pytest.importorskip("ldpfast._C")
+def test_random_device_csrs_get_the_cpu_check(fake_cuda):
+    # random (often broken) CSR-only graphs: the device preparation (mechanisms.edges._graph_csr
+    # on the graph kernels) refuses what the CPU one refuses, with the same message, and
+    # accepts the rest with the same input seed, the CSR staying on the device
     g = np.random.default_rng(2)
     seen = set()
     for trial in range(60):
@@ -278,30 +305,48 @@ def test_device_checks_equal_the_cpp_check_on_random_csrs():
         rp = np.zeros(n + 1, np.int64)
         rp[1:] = np.cumsum([len(r) for r in rows])
         col = np.array([j for r in rows for j in r], np.int64)
-        want = int(C.edges_check_csr(rp, col))
-        row = torch.repeat_interleave(torch.arange(n), torch.from_numpy(np.diff(rp)))
-        got = ET._entries_flags(row, torch.from_numpy(col), n)
-        if want & 3:  # range / order broken: the symmetry bit is not defined there
-            assert got & 7 == want & 7, (trial, got, want)
+        flags = int(REAL["cpp"].edges_check_csr(rp, col))
+        d = Data(x=torch.zeros(n, 1), num_nodes=n)
+        # (an empty col from NumPy has stride 0, which the fingerprint's byte view refuses)
+        d.__dict__["csr"] = CSR(torch.from_numpy(rp), torch.from_numpy(col) if col.size else
+                                torch.empty(0, dtype=torch.int64), n)
+        got = {}
+        for where, graph in (("cpu", d), ("dev", _on_dev(d))):
+            try:
+                with cpu_kernels() if where == "cpu" else contextlib.nullcontext():
+                    got[where] = ET._prepare(DPRR(2.0, seed=1), graph)
+            except ValueError as exc:
+                got[where] = str(exc)
+        if flags:
+            assert isinstance(got["cpu"], str) and got["dev"] == got["cpu"], (trial, flags, got)
         else:
-            assert got == want, (trial, got, want)
-        seen.add(want)
+            (s_cpu, c_cpu), (s_dev, c_dev) = got["cpu"], got["dev"]
+            assert s_dev == s_cpu and isinstance(c_dev.col, DeviceInput), trial
+            assert torch.equal(plain(c_dev.col), c_cpu.col) and torch.equal(plain(c_dev.rowptr), c_cpu.rowptr)
+        seen.add(flags)
     assert {0, 8} <= seen and any(f & 1 for f in seen) and any(f & 2 for f in seen)
+    assert fake_cuda.count("edges_check_csr") == 60
+    assert DeviceInput.copies == [], DeviceInput.copies
 
 
-def test_device_sorted_csr_equals_to_csr():
+def test_device_sorted_csr_and_edge_index_equal_to_csr(fake_cuda):
+    # what the transforms call on a device graph: mechanisms.edges._sorted_csr (built and
+    # checked in one pass) and _edge_index_of, against ldpfast.graph.to_csr / to_edge_index
     g = torch.Generator().manual_seed(3)
     for n in (2, 7, 50):
-        ei = to_csr(torch.randint(0, n, (2, 4 * n), generator=g), n, symmetrize=True).to_edge_index()
-        got = ET._device_sorted_csr(ei, n)
-        want = to_csr(ei, n)
+        with cpu_kernels():
+            ei = to_csr(torch.randint(0, n, (2, 4 * n), generator=g), n, symmetrize=True).to_edge_index()
+            want = to_csr(ei, n)
+        got = E._sorted_csr(dev(ei), n, None)
         assert got is not None
-        assert torch.equal(got.rowptr, want.rowptr) and torch.equal(got.col, want.col)
+        assert torch.equal(plain(got.rowptr), want.rowptr) and torch.equal(plain(got.col), want.col)
         assert got.col.dtype == want.col.dtype
-        assert ET._device_sorted_csr(ei.flip(1), n) is None  # unsorted: general path
-        g2 = to_csr(ei, n)
-        assert torch.equal(ET._device_edge_index(g2, 1), ei)
-        assert torch.equal(ET._device_edge_index(g2, 0), ei.flip(0))
+        assert E._sorted_csr(dev(ei.flip(1)), n, None) is None  # unsorted: general path
+        g2 = CSR(dev(want.rowptr), dev(want.col), n)
+        assert torch.equal(E._edge_index_of(g2, 1), ei)
+        assert torch.equal(E._edge_index_of(g2, 0), ei.flip(0))
+    assert fake_cuda.count("edges_sorted_csr") == 6 and fake_cuda.count("csr_to_edge_index") == 6
+    assert DeviceInput.copies == [], DeviceInput.copies
 
 
 # --- on a GPU (pytest -m cuda) -----------------------------------------------------------------
