@@ -27,12 +27,17 @@ class DeviceInput(torch.Tensor):
 
     copies: ClassVar[list[str]] = []
 
+    @staticmethod
+    def log_copy(func, args, kwargs) -> None:
+        """Record ``func`` in :attr:`copies` when the call copies to the host."""
+        name = getattr(func, "__name__", "")
+        if name in HOST_COPIES or (name == "to" and to_host(args[1:], kwargs)):
+            DeviceInput.copies.append(name)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in HOST_COPIES or (name == "to" and to_host(args[1:], kwargs)):
-            cls.copies.append(name)
+        cls.log_copy(func, args, kwargs)
         return super().__torch_function__(func, types, args, kwargs)
 
 

@@ -20,7 +20,7 @@ import types
 
 import pytest
 import torch
-from _fake_cuda import HOST_COPIES, DeviceInput, cpp_kernel, cpu_kernels, np_of, to_host
+from _fake_cuda import DeviceInput, cpp_kernel, cpu_kernels, np_of
 from test_cuda_routing import (  # noqa: F401 - fixtures used by name
     fake_cuda,
     fake_cuda_prop,
@@ -43,9 +43,7 @@ class DevT(DeviceInput):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in HOST_COPIES or (name == "to" and to_host(args[1:], kwargs)):
-            DeviceInput.copies.append(name)
+        cls.log_copy(func, args, kwargs)
         with torch._C.DisableTorchFunctionSubclass():
             ret = func(*args, **kwargs)
         if func in torch.overrides.get_default_nowrap_functions():
