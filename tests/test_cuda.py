@@ -586,6 +586,18 @@ def test_gpu_kprop_equals_cpu(cached, dtype):
         assert torch.equal(xg.grad.cpu(), xc.grad), aggr
 
 
+def _hub_graph(seed):
+    """(generator, n, edge_index, x, y): 3000 random nodes plus a hub (node 0, 2000 in-edges,
+    a long row); the generator goes on from there for the test's masks."""
+    g = torch.Generator().manual_seed(seed)
+    n = 3000
+    ei = torch.randint(0, n, (2, 40000), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, 2001), torch.zeros(2000, dtype=torch.long)])], 1)
+    x = torch.rand(n, 5, generator=g)
+    y = torch.randint(0, 4, (n,), generator=g)
+    return g, n, ei, x, y
+
+
 @_apply(gpu)
 @pytest.mark.parametrize("overlap", ["drop", "zero"])
 @pytest.mark.parametrize("induced", [True, False])
@@ -594,12 +606,7 @@ def test_gpu_heterpoisson_bit_identical_to_cpu(overlap, induced):
 
     from ldpfast.sampling import HeterPoisson
 
-    g = torch.Generator().manual_seed(8)
-    n = 3000
-    ei = torch.randint(0, n, (2, 40000), generator=g)
-    ei = torch.cat([ei, torch.stack([torch.arange(1, 2001), torch.zeros(2000, dtype=torch.long)])], 1)
-    x = torch.rand(n, 5, generator=g)
-    y = torch.randint(0, 4, (n,), generator=g)
+    g, n, ei, x, y = _hub_graph(8)
     kw = {"train_nodes": torch.rand(n, generator=g) < 0.6, "overlap": overlap, "induced": induced}
     cpu = HeterPoisson(Data(x=x, y=y, edge_index=ei, num_nodes=n), 0.2, 3.0, seed=9, **kw)
     gpu = HeterPoisson(Data(x=x.cuda(), y=y.cuda(), edge_index=ei.cuda(), num_nodes=n), 0.2, 3.0,
@@ -874,12 +881,7 @@ def test_gpu_inference_subgraphs_bit_identical_to_cpu(induced):
 
     from ldpfast.sampling import inference_subgraphs
 
-    g = torch.Generator().manual_seed(6)
-    n = 3000
-    ei = torch.randint(0, n, (2, 40000), generator=g)
-    ei = torch.cat([ei, torch.stack([torch.arange(1, 2001), torch.zeros(2000, dtype=torch.long)])], 1)
-    x = torch.rand(n, 5, generator=g)
-    y = torch.randint(0, 4, (n,), generator=g)
+    g, n, ei, x, y = _hub_graph(6)
     test = torch.rand(n, generator=g) < 0.3
     test[0] = True  # the hub: a long row (the C++ build takes nth_element there, the GPU the scans)
     allow = ~(torch.rand(n, generator=g) < 0.6)

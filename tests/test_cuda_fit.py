@@ -1,6 +1,6 @@
 """``fit(..., device=)`` of the four pipelines and DP-SGD on CUDA.
 
-Without a GPU (as in tests/test_cuda_routing.py): CPU tensors of the ``DeviceInput`` subclass
+Without a GPU (as in tests/test_cuda_routing.py; the harness: tests/_fake_cuda.py): CPU tensors of the ``DeviceInput`` subclass
 stand for CUDA tensors, ``_backend.device_of`` calls them "cuda", and a stand-in for
 ``ldpfast._cuda`` records every kernel launch.  Here the stand-in kernels run the C++ kernels
 on plain views of the same memory, so a pipeline fed device data must (a) launch every
@@ -20,12 +20,8 @@ import types
 
 import pytest
 import torch
+from _fake_cuda import DeviceInput, cpp_kernel, cpu_kernels, np_of
 from test_cuda_routing import (  # noqa: F401 - fixtures used by name
-    HOST_COPIES,
-    REAL,
-    DeviceInput,
-    _cpu_kernels,
-    _to_host,
     fake_cuda,
     fake_cuda_prop,
     fake_cuda_sampling,
@@ -47,9 +43,7 @@ class DevT(DeviceInput):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in HOST_COPIES or (name == "to" and _to_host(args[1:], kwargs)):
-            DeviceInput.copies.append(name)
+        cls.log_copy(func, args, kwargs)
         with torch._C.DisableTorchFunctionSubclass():
             ret = func(*args, **kwargs)
         if func in torch.overrides.get_default_nowrap_functions():
@@ -70,10 +64,6 @@ def _dev(t: torch.Tensor) -> DevT:
     return t.as_subclass(DevT)
 
 
-def _np(t):
-    return None if t is None else t.detach().as_subclass(torch.Tensor).numpy()
-
-
 @pytest.fixture
 def fake_gpu(fake_cuda_sampling, monkeypatch):  # noqa: F811 - the imported fixture, by name
     """The recording cuda stand-in, its kernels backed by the C++ ones (same bits as CPU)."""
@@ -82,19 +72,13 @@ def fake_gpu(fake_cuda_sampling, monkeypatch):  # noqa: F811 - the imported fixt
     log = fake_cuda_sampling
     mod = _backend._cache["cuda"]
 
-    def wrap(name, outs=True):
-        def kernel(*args):
-            log.append(name)
-            return getattr(C, name)(*[_np(a) if isinstance(a, torch.Tensor) else a for a in args])
-        return kernel
-
     for name in ("grr", "grr_fs", "onebit", "multibit_encode", "rr_labels", "check_categorical",
                  "check_range"):
-        setattr(mod, name, wrap(name))
+        setattr(mod, name, cpp_kernel(log, name))
 
     def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None):
         log.append("spmm_scaled")
-        C.spmm_scaled(*[_np(t) for t in (rowptr, col, a, b, x, y)], self_loop, _np(val))
+        C.spmm_scaled(*[np_of(t) for t in (rowptr, col, a, b, x, y)], self_loop, np_of(val))
 
     mod.spmm_scaled = spmm_scaled
     # the CUDA families of this build (what _backend.require_cuda_family reads)
@@ -175,7 +159,7 @@ def test_lpgnn_device_data_randomised_on_cuda_and_equal_to_cpu(fake_gpu, model):
     # stand-in cannot mark as a device tensor (the GPU test covers the factored path)
     data = _graph()
     kw = {"model": model, "epochs": 4, "patience": 4, "seed": 11, "dataset": "cora", "factored": False}
-    with _cpu_kernels():
+    with cpu_kernels():
         want = lpgnn.fit(data, 1.0, 1.0, **kw).to_dict()
     got = lpgnn.fit(_on_device(data), 1.0, 1.0, **kw).to_dict()
     assert DeviceInput.copies == [], DeviceInput.copies
@@ -187,7 +171,7 @@ def test_lpgnn_device_data_randomised_on_cuda_and_equal_to_cpu(fake_gpu, model):
 def test_rgnn_device_data_randomised_on_cuda_and_equal_to_cpu(fake_gpu, variant):
     data = _graph(binary=True)
     kw = {"epochs": 3, "seed": 12, "C": 4, "variant": variant, "group_size": 1, "m": 5}
-    with _cpu_kernels():
+    with cpu_kernels():
         bags = rgnn.metis_bags(data, 4, 7)
         want = rgnn.fit(data, 1.0, 1.0, bags=bags, **kw).to_dict()
     got = rgnn.fit(_on_device(data), 1.0, 1.0, bags=_dev(bags.clone()), **kw).to_dict()
@@ -201,7 +185,7 @@ def test_rgnn_metis_is_the_one_host_copy(fake_gpu):
     # the docs; nothing else does.
     data = _graph(binary=True)
     kw = {"epochs": 2, "seed": 13, "C": 4, "group_size": 1, "m": 5}
-    with _cpu_kernels():
+    with cpu_kernels():
         want = rgnn.fit(data, 1.0, 1.0, **kw).to_dict()
     got = rgnn.fit(_on_device(data), 1.0, 1.0, **kw).to_dict()
     # rowptr and col to NumPy for pymetis, nothing else
@@ -238,7 +222,7 @@ def test_dprr_pipeline_sends_the_edge_randomiser_device_graphs(fake_gpu, monkeyp
         seen.append(csr.num_nodes)
         plain = type(csr)(csr.rowptr.as_subclass(torch.Tensor), csr.col.as_subclass(torch.Tensor),
                           csr.num_nodes)
-        with _cpu_kernels():
+        with cpu_kernels():
             r = real(plain, eps, **kw)
             return types.SimpleNamespace(edge_index=_dev(r.edge_index), spent=r.spent)
 
@@ -246,7 +230,7 @@ def test_dprr_pipeline_sends_the_edge_randomiser_device_graphs(fake_gpu, monkeyp
     _backend._cache["cuda"].KERNELS["edges"] = ("edges_rr_count",)  # the port is present
     graphs = _graphs()
     kw = {"runs": 1, "epochs": 2, "seed": 14, "threads": 1, "model": "gcn"}
-    with _cpu_kernels():
+    with cpu_kernels():
         monkeypatch.setattr(E, "dprr", real)
         want = DP.fit(graphs, "dprr", 2.0, **kw).to_dict()
         monkeypatch.setattr(E, "dprr", dprr_on_device)
@@ -276,7 +260,7 @@ def test_dprr_nonpriv_baselines_run_on_the_device(fake_gpu):
     graphs = _graphs()
     kw = {"runs": 1, "epochs": 2, "seed": 15, "threads": 1, "model": "gcn"}
     for method, extra in (("nonpriv_full", {}), ("nonpriv_part", {"public_fraction": 0.4})):
-        with _cpu_kernels():
+        with cpu_kernels():
             want = DP.fit(graphs, method, 1.0, **kw, **extra).to_dict()
         got = DP.fit(_graphs_on_device(graphs), method, 1.0, **kw, **extra).to_dict()
         _same(_strip(got, True), _strip(want))
@@ -297,7 +281,7 @@ def _fake_inference(monkeypatch, log):
 
         plain = Data(**{k: (v.as_subclass(torch.Tensor) if isinstance(v, torch.Tensor) else v)
                         for k, v in data.items()})  # fresh: no cached device CSR
-        with _cpu_kernels():
+        with cpu_kernels():
             b = real(plain, nodes.as_subclass(torch.Tensor), n_test,
                      **{k: (v.as_subclass(torch.Tensor) if isinstance(v, torch.Tensor) else v)
                         for k, v in kw.items()})
@@ -319,7 +303,7 @@ def test_heterpoisson_device_data_samples_and_clips_on_cuda_and_equal_to_cpu(fak
     kw = {"model": model, "setting": setting, "T": 4, "seed": 16, "hidden": 8, "sigma": 1.0,
           "expected_batch_size": 40}
     real = _fake_inference(monkeypatch, fake_gpu)
-    with _cpu_kernels(), monkeypatch.context() as mp:
+    with cpu_kernels(), monkeypatch.context() as mp:
         mp.setattr(sampling, "inference_subgraphs", real)
         want = HP.fit(data, 4.0, **kw).to_dict()
     fake_gpu.clear()
@@ -363,7 +347,7 @@ def test_dpsgd_clipping_keeps_the_batch_device_and_matches_cpu(fake_gpu):
             opt.step()
         return [p.detach().as_subclass(torch.Tensor).clone() for p in net.parameters()], opt.last_stats
 
-    with _cpu_kernels():
+    with cpu_kernels():
         want, ws = step(data, False)
     got, gs = step(_on_device(data), True)
     assert DeviceInput.copies == [], DeviceInput.copies

@@ -7,19 +7,18 @@ CUDA backend and never copy it (or anything computed from it) to the host.  Here
 tensor subclass plays the CUDA input: ``_backend.device_of`` is patched to call it "cuda", a
 recording module stands in for ``ldpfast._cuda``, and the subclass logs every host copy
 (``.cpu()``, ``.numpy()``, ``.to(cpu)``, ``.tolist()``, ``__array__``) made of it or of any
-tensor derived from it.  The feature / label fakes write zeros (results are checked by the GPU
+tensor derived from it (the harness: tests/_fake_cuda.py).  The feature / label fakes write zeros (results are checked by the GPU
 tests in test_cuda.py); the propagation, sampling and edge fakes run the C++ kernels on the
 same memory, so the device-side Python is also checked against the CPU result bit for bit.
 """
 from __future__ import annotations
 
-import contextlib
 import types
-from typing import ClassVar
 
 import numpy as np
 import pytest
 import torch
+from _fake_cuda import DeviceInput, cpu_kernels, dev, install, np_of, switch_off_cpu_kernels
 
 from ldpfast import _backend
 from ldpfast.mechanisms import features as F
@@ -32,28 +31,6 @@ from ldpfast.mechanisms import (
     optimal_m,
     rr_labels,
 )
-
-HOST_COPIES = {"cpu", "numpy", "tolist", "__array__"}
-
-
-class DeviceInput(torch.Tensor):
-    """Stands for a CUDA tensor; logs host copies of itself and of everything derived."""
-
-    copies: ClassVar[list[str]] = []
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in HOST_COPIES or (name == "to" and _to_host(args[1:], kwargs)):
-            cls.copies.append(name)
-        return super().__torch_function__(func, types, args, kwargs)
-
-
-def _to_host(args, kwargs) -> bool:
-    targets = list(args) + [kwargs.get("device")]
-    return any(isinstance(t, (str, torch.device)) and torch.device(t).type == "cpu"
-               for t in targets if t is not None)
 
 
 def _kernel(log, name, tensor_args, result=None):
@@ -80,17 +57,8 @@ def fake_cuda(monkeypatch):
     mod.rr_labels = _kernel(log, "rr_labels", (0, 1, 5))
     mod.check_categorical = _kernel(log, "check_categorical", (0,), result=-1)
     mod.check_range = _kernel(log, "check_range", (0,), result=-1)
-    real = _backend.device_of
-    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
-        isinstance(t, DeviceInput) for t in ts) else real(*ts))
-    monkeypatch.setitem(_backend._cache, "cuda", mod)
-    monkeypatch.delenv("LDPFAST_BACKEND", raising=False)
-    DeviceInput.copies = []
+    install(monkeypatch, mod)
     return log
-
-
-def _dev(t: torch.Tensor) -> DeviceInput:
-    return t.as_subclass(DeviceInput)
 
 
 g = torch.Generator().manual_seed(0)
@@ -101,16 +69,16 @@ MASK = torch.rand(50, generator=g) < 0.5
 
 # (entry point, call on a device input, kernels it must launch)
 CALLS = [
-    ("grr", lambda b: grr(_dev(XI), 3, 1.0, seed=1, backend=b), ["check_categorical", "grr"]),
-    ("grr 1-D", lambda b: grr(_dev(XI[:, 0]), 3, 1.0, seed=1, backend=b),
+    ("grr", lambda b: grr(dev(XI), 3, 1.0, seed=1, backend=b), ["check_categorical", "grr"]),
+    ("grr 1-D", lambda b: grr(dev(XI[:, 0]), 3, 1.0, seed=1, backend=b),
      ["check_categorical", "grr"]),
-    ("grr_fs", lambda b: grr_fs(_dev(XI), 3, 1.0, 2, seed=1, backend=b),
+    ("grr_fs", lambda b: grr_fs(dev(XI), 3, 1.0, 2, seed=1, backend=b),
      ["check_categorical", "grr_fs"]),
-    ("onebit", lambda b: onebit(_dev(XF), 1.0, seed=1, backend=b), ["check_range", "onebit"]),
-    ("multibit_encode", lambda b: multibit_encode(_dev(XF), 1.0, 2, seed=1, backend=b),
+    ("onebit", lambda b: onebit(dev(XF), 1.0, seed=1, backend=b), ["check_range", "onebit"]),
+    ("multibit_encode", lambda b: multibit_encode(dev(XF), 1.0, 2, seed=1, backend=b),
      ["check_range", "multibit_encode"]),
-    ("rr_labels", lambda b: rr_labels(_dev(Y), 4, 1.0, seed=1, backend=b), ["rr_labels"]),
-    ("rr_labels mask", lambda b: rr_labels(_dev(Y), 4, 1.0, seed=1, mask=_dev(MASK), backend=b),
+    ("rr_labels", lambda b: rr_labels(dev(Y), 4, 1.0, seed=1, backend=b), ["rr_labels"]),
+    ("rr_labels mask", lambda b: rr_labels(dev(Y), 4, 1.0, seed=1, mask=dev(MASK), backend=b),
      ["rr_labels"]),
 ]
 
@@ -127,7 +95,7 @@ def test_device_inputs_go_to_the_cuda_kernels_without_host_copies(fake_cuda, nam
 
 
 def test_post_processing_stays_on_the_device(fake_cuda):
-    x_star = _dev(torch.randint(-1, 2, (50, 6), generator=g).to(torch.int8))
+    x_star = dev(torch.randint(-1, 2, (50, 6), generator=g).to(torch.int8))
     out = multibit_rectify(x_star, 1.0, 6)
     assert isinstance(out, DeviceInput) and DeviceInput.copies == [] and fake_cuda == []
     assert optimal_m(1.0, 6) >= 1  # no tensor argument: nothing to route
@@ -142,7 +110,7 @@ def test_every_public_entry_point_is_covered():
 
 def test_host_copy_detector_can_fail(fake_cuda):
     # The detector sees copies of derived tensors too, so the test above can fail.
-    x = _dev(XI)
+    x = dev(XI)
     x.detach().contiguous().to("cpu")
     np.asarray(x.reshape(-1))
     x.numpy()
@@ -152,21 +120,17 @@ def test_host_copy_detector_can_fail(fake_cuda):
 def test_bad_device_input_is_reported_from_the_device_check(fake_cuda, monkeypatch):
     monkeypatch.setattr(_backend._cache["cuda"], "check_categorical", lambda x, k: 7)
     with pytest.raises(ValueError, match=r"x: value \d at row 1, column 1 is outside"):
-        grr_fs(_dev(XI), 3, 1.0, 2, seed=1)
+        grr_fs(dev(XI), 3, 1.0, 2, seed=1)
     assert fake_cuda == []  # nothing randomised
 
 
 def test_cuda_unavailable_gives_the_reason(monkeypatch):
-    real = _backend.device_of
-    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
-        isinstance(t, DeviceInput) for t in ts) else real(*ts))
-    monkeypatch.setitem(_backend._cache, "cuda", RuntimeError("no CUDA device visible to torch"))
-    monkeypatch.delenv("LDPFAST_BACKEND", raising=False)
+    install(monkeypatch, RuntimeError("no CUDA device visible to torch"))
     for b in (None, "cuda"):
         with pytest.raises(_backend.BackendUnavailable, match="no CUDA device visible"):
-            grr(_dev(XI), 3, 1.0, seed=1, backend=b)
+            grr(dev(XI), 3, 1.0, seed=1, backend=b)
     with pytest.raises(_backend.BackendUnavailable, match="cannot run on CUDA tensors"):
-        grr(_dev(XI), 3, 1.0, seed=1, backend="cpp")
+        grr(dev(XI), 3, 1.0, seed=1, backend="cpp")
     with pytest.raises(_backend.BackendUnavailable, match="needs CUDA tensors"):
         onebit(XF, 1.0, seed=1, backend="cuda")
 
@@ -204,26 +168,8 @@ def _fake_spmm(log):
 @pytest.fixture
 def fake_cuda_prop(fake_cuda, monkeypatch):
     _backend._cache["cuda"].spmm_scaled = _fake_spmm(fake_cuda)
-    # Factory-made tensors (torch.ones(n, device=...)) are plain CPU tensors here, not
-    # DeviceInput, so a host kernel call would not be seen as a copy: CPU kernels must not run.
-    for name in ("cpp", "numba"):
-        REAL[name] = _backend._load(name)
-        monkeypatch.setitem(_backend._cache, name, RuntimeError("CPU kernel called on device data"))
+    switch_off_cpu_kernels(monkeypatch)
     return fake_cuda
-
-
-REAL: dict = {}
-
-
-@contextlib.contextmanager
-def _cpu_kernels():
-    """The real CPU kernels, for the reference results."""
-    saved = {k: _backend._cache[k] for k in REAL}
-    _backend._cache.update(REAL)
-    try:
-        yield
-    finally:
-        _backend._cache.update(saved)
 
 
 def _graph(n=40, e=160, seed=1):
@@ -244,7 +190,7 @@ def _adjs(ei, w, n):
 
 def _dev_adj(adj):
     if adj.layout == torch.strided:
-        return _dev(adj)
+        return dev(adj)
     return adj  # sparse tensors cannot be subclassed; their parts are checked in _same_device
 
 
@@ -260,13 +206,13 @@ def test_propagate_device_input_runs_the_cuda_kernel_and_matches_cpu(fake_cuda_p
     for sl in (False, True):
         for wt in (None, w):
             xc = x.clone().requires_grad_()
-            with _cpu_kernels():
+            with cpu_kernels():
                 want = ops.propagate(ei, xc, 2, aggr, sl, mask, edge_weight=wt)
                 want.sum().backward()
             want = want.detach()
-            xd = _dev(x.clone()).requires_grad_()
-            got = ops.propagate(_dev(ei), xd, 2, aggr, sl, None if mask is None else _dev(mask),
-                                edge_weight=None if wt is None else _dev(wt))
+            xd = dev(x.clone()).requires_grad_()
+            got = ops.propagate(dev(ei), xd, 2, aggr, sl, None if mask is None else dev(mask),
+                                edge_weight=None if wt is None else dev(wt))
             assert isinstance(got, DeviceInput)
             torch.testing.assert_close(got.as_subclass(torch.Tensor), want, rtol=1e-12, atol=1e-12)
             got.sum().backward()  # backward: the same kernel on A^T, built on the device
@@ -284,13 +230,13 @@ def test_kprop_device_input_runs_the_cuda_kernel(fake_cuda_prop, cached):
     ei, _ = _graph(n)
     x = torch.rand(n, 5, generator=g)
     xc = x.clone().requires_grad_()
-    with _cpu_kernels():
+    with cpu_kernels():
         want = KProp(2, "gcn", cached=cached)(xc, ei)
         want.sum().backward()
     layer = KProp(2, "gcn", cached=cached)
     for _ in range(2):  # the second call reuses the cache when cached
-        xd = _dev(x.clone()).requires_grad_()
-        got = layer(xd, _dev(ei))
+        xd = dev(x.clone()).requires_grad_()
+        got = layer(xd, dev(ei))
         torch.testing.assert_close(got.as_subclass(torch.Tensor), want.detach())
         got.sum().backward()
         torch.testing.assert_close(xd.grad.as_subclass(torch.Tensor), xc.grad)
@@ -307,34 +253,34 @@ def test_device_csr_conversion_equals_the_cpp_one(fake_cuda_prop, monkeypatch):
     ei = torch.cat([ei, torch.tensor([[3, 7], [3, 7]])], 1)  # self loops: dropped
     w = torch.cat([w, torch.tensor([0.5, 0.25], dtype=torch.float64)])
     for name, adj, wt in _adjs(ei, w, n):
-        with _cpu_kernels():
+        with cpu_kernels():
             want = G.as_adj_t(adj, n, edge_weight=wt)
         with monkeypatch.context() as mp:
             if adj.layout != torch.strided:  # sparse tensors cannot be subclassed: force the path
                 mp.setattr(G, "_torch_path", lambda *ts: True)
-            got = G.as_adj_t(_dev_adj(adj), n, edge_weight=None if wt is None else _dev(wt))
+            got = G.as_adj_t(_dev_adj(adj), n, edge_weight=None if wt is None else dev(wt))
         for f in ("rowptr", "col", "value"):
             a, b = getattr(got, f), getattr(want, f)
             assert (a is None) == (b is None), (name, f)
             if a is not None:
                 assert a.dtype == b.dtype and torch.equal(a.as_subclass(torch.Tensor), b), (name, f)
         t_got = G.transpose(got, on_device=True)
-        with _cpu_kernels():
+        with cpu_kernels():
             t_want = G.transpose(want)
         for f in ("rowptr", "col", "value"):
             a, b = getattr(t_got, f), getattr(t_want, f)
             if a is not None:
                 assert torch.equal(a.as_subclass(torch.Tensor), b), (name, "T", f)
     for sym in (False, True):
-        with _cpu_kernels():
+        with cpu_kernels():
             want = G.to_csr(ei, n, edge_weight=w, symmetrize=sym)
-        got = G.to_csr(_dev(ei), n, edge_weight=_dev(w), symmetrize=sym)
+        got = G.to_csr(dev(ei), n, edge_weight=dev(w), symmetrize=sym)
         for f in ("rowptr", "col", "value"):
             assert torch.equal(getattr(got, f).as_subclass(torch.Tensor), getattr(want, f)), (sym, f)
     # the torch-native sparse-CSR path (rowptr input) against C++
     rp, col = want.rowptr, want.col
-    got = G._from_rowptr(_dev(rp), _dev(col.flip(0)), None, n, "adj", None)
-    with _cpu_kernels():
+    got = G._from_rowptr(dev(rp), dev(col.flip(0)), None, n, "adj", None)
+    with cpu_kernels():
         ref = G._from_rowptr(rp, col.flip(0), None, n, "adj", None)
     assert torch.equal(got.col.as_subclass(torch.Tensor), ref.col)
     assert DeviceInput.copies == [], DeviceInput.copies
@@ -355,10 +301,6 @@ def test_propagate_mixed_devices_name_both_tensors():
 # The fake sampling kernels run the C++ ones on plain views of the same memory, so the batch of
 # the CUDA path (device CSR build, torch prefix sums and compaction) is checked against the CPU
 # sampler's, bit for bit.
-def _plain_np(t):
-    return None if t is None else t.as_subclass(torch.Tensor).numpy()
-
-
 @pytest.fixture
 def fake_cuda_sampling(fake_cuda_prop):
     import ldpfast._C as C
@@ -371,33 +313,33 @@ def fake_cuda_sampling(fake_cuda_prop):
 
     def heter_central(cand, seed, step, q, flags):
         log.append("heter_central")
-        return C.heter_central(_plain_np(cand), seed, step, q, _plain_np(flags))
+        return C.heter_central(np_of(cand), seed, step, q, np_of(flags))
 
     def heter_nodes(rp, col, deg, centers, cand_mask, allow, seed, step, q, M, drop, ub_ptr, counts,
                     n_id, zeroed):
         log.append("heter_nodes")
-        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else _plain_np(allow)
-        C.heter_nodes(_plain_np(rp), _plain_np(col), _plain_np(deg), _plain_np(centers),
-                      _plain_np(cand_mask), allow, seed, step, q, M, drop, _plain_np(ub_ptr),
-                      _plain_np(counts), _plain_np(n_id), _plain_np(zeroed))
+        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else np_of(allow)
+        C.heter_nodes(np_of(rp), np_of(col), np_of(deg), np_of(centers),
+                      np_of(cand_mask), allow, seed, step, q, M, drop, np_of(ub_ptr),
+                      np_of(counts), np_of(n_id), np_of(zeroed))
 
     def heter_edges(rp, col, n_id, node_ptr, induced):
         log.append("heter_edges")
         csr = CSR(rp.as_subclass(torch.Tensor), col.as_subclass(torch.Tensor), rp.numel() - 1)
-        return _dev(H._edges(C, csr, _plain_np(n_id), _plain_np(node_ptr), induced))
+        return dev(H._edges(C, csr, np_of(n_id), np_of(node_ptr), induced))
 
     def heter_infer(rp, col, centers, allow, seed, step, n_test):
         log.append("heter_infer")
-        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else _plain_np(allow)
+        allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else np_of(allow)
         B = centers.numel()
         counts = np.empty(B, dtype=np.int64)
-        args = (_plain_np(rp), _plain_np(col), _plain_np(centers), allow, seed, step, n_test)
+        args = (np_of(rp), np_of(col), np_of(centers), allow, seed, step, n_test)
         C.heter_infer_nodes(*args, counts, np.empty(0, np.int64), False)
         node_ptr = np.zeros(B + 1, dtype=np.int64)
         np.cumsum(counts, out=node_ptr[1:])
         n_id = np.empty(int(node_ptr[B]), dtype=np.int64)
         C.heter_infer_nodes(*args, node_ptr, n_id, True)
-        return _dev(torch.from_numpy(node_ptr)), _dev(torch.from_numpy(n_id))
+        return dev(torch.from_numpy(node_ptr)), dev(torch.from_numpy(n_id))
 
     mod.heter_central, mod.heter_nodes, mod.heter_edges = heter_central, heter_nodes, heter_edges
     mod.heter_infer = heter_infer
@@ -421,10 +363,10 @@ def test_heterpoisson_device_data_runs_the_cuda_kernels_and_matches_cpu(fake_cud
     train = torch.rand(n, generator=gg) < 0.7
     allow = (torch.rand(n, generator=gg) < 0.8) if periph else None
     kw = {"train_nodes": train, "peripheral_nodes": allow, "overlap": overlap, "induced": induced}
-    with _cpu_kernels():
+    with cpu_kernels():
         ref = HeterPoisson(Data(x=x, y=y, edge_index=ei, num_nodes=n), 0.3, 2.0, seed=5, **kw)
         want = [ref.sample(t) for t in range(3)]
-    sp = HeterPoisson(Data(x=_dev(x), y=_dev(y), edge_index=_dev(ei), num_nodes=n), 0.3, 2.0,
+    sp = HeterPoisson(Data(x=dev(x), y=dev(y), edge_index=dev(ei), num_nodes=n), 0.3, 2.0,
                       seed=5, **kw)
     for t in range(3):
         got = sp.sample(t)
@@ -454,10 +396,10 @@ def test_inference_subgraphs_device_data_runs_the_cuda_kernels_and_matches_cpu(f
     allow = (torch.rand(n, generator=gg) < 0.7) if periph else None
     for n_test in (0, 3, 13):
         kw = {"peripheral_nodes": allow, "seed": 4, "step": 2, "induced": induced}
-        with _cpu_kernels():
+        with cpu_kernels():
             want = inference_subgraphs(Data(x=x, y=y, edge_index=ei, num_nodes=n), test, n_test, **kw)
-        got = inference_subgraphs(Data(x=_dev(x), y=_dev(y), edge_index=_dev(ei), num_nodes=n), _dev(test),
-                                  n_test, **{**kw, "peripheral_nodes": None if allow is None else _dev(allow)})
+        got = inference_subgraphs(Data(x=dev(x), y=dev(y), edge_index=dev(ei), num_nodes=n), dev(test),
+                                  n_test, **{**kw, "peripheral_nodes": None if allow is None else dev(allow)})
         for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
             a, b = getattr(got, f), getattr(want, f)
             assert torch.equal(a.as_subclass(torch.Tensor), b), (n_test, f)
@@ -471,10 +413,6 @@ def test_inference_subgraphs_device_data_runs_the_cuda_kernels_and_matches_cpu(f
 # (device CSR build and checks, probabilities, public users, LocalLap's rounds, top-T on the
 # device, masked CSRs, unions, transpose, server rules) is checked against the CPU result bit
 # for bit, and must make no host copy.
-def _np(t):
-    return t.as_subclass(torch.Tensor).numpy()
-
-
 def _two_pass(count, fill, n, dtype, with_val=False):
     counts = np.zeros(n + 1, dtype=np.int64)
     count(counts)
@@ -482,8 +420,8 @@ def _two_pass(count, fill, n, dtype, with_val=False):
     col = np.empty(int(counts[n]), dtype=dtype)
     val = np.empty(int(counts[n]), dtype=np.int64) if with_val else None
     fill(counts, col, val)
-    out = (_dev(torch.from_numpy(counts)), _dev(torch.from_numpy(col)))
-    return out + ((_dev(torch.from_numpy(val)),) if with_val else ())
+    out = (dev(torch.from_numpy(counts)), dev(torch.from_numpy(col)))
+    return out + ((dev(torch.from_numpy(val)),) if with_val else ())
 
 
 @pytest.fixture
@@ -503,45 +441,45 @@ def fake_cuda_edges(fake_cuda_prop):
         return g
 
     def fill_discrete_laplace(out, seed, stream, row0, t, s):
-        C.fill_discrete_laplace(_np(out), seed, stream, row0, t, s)
+        C.fill_discrete_laplace(np_of(out), seed, stream, row0, t, s)
 
     def dprr_probs(rowptr, noise, g_, p, pm):
         n = rowptr.numel() - 1
         outs = [np.empty(n) for _ in range(4)]
-        C.dprr_probs(_np(rowptr), _np(noise), g_, p, pm, *outs)
-        return tuple(_dev(torch.from_numpy(o)) for o in outs)
+        C.dprr_probs(np_of(rowptr), np_of(noise), g_, p, pm, *outs)
+        return tuple(dev(torch.from_numpy(o)) for o in outs)
 
     def edges_rr(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub):
-        args = (_np(rp), _np(col), seed, st_t, c_t, st_f, c_f, _np(pt), _np(pf),
-                none if pub is None else _np(pub))
+        args = (np_of(rp), np_of(col), seed, st_t, c_t, st_f, c_f, np_of(pt), np_of(pf),
+                none if pub is None else np_of(pub))
         return _two_pass(lambda orp: C.edges_rr_count(*args, orp, True),
                          lambda orp, oc, _: C.edges_rr_fill(*args, orp, oc), rp.numel() - 1,
-                         _np(col).dtype)
+                         np_of(col).dtype)
 
     def locallap_edge_values(rp, col, seed, t, s, one, out):
-        C.locallap_edge_values(_np(rp), _np(col), seed, t, s, one, _np(out))
+        C.locallap_edge_values(np_of(rp), np_of(col), seed, t, s, one, np_of(out))
 
     def locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, t, s):
-        args = (_np(erp), _np(ecol), seed, rnd, pi, lo, hi, t, s)
-        e = np.empty(0, _np(ecol).dtype)
+        args = (np_of(erp), np_of(ecol), seed, rnd, pi, lo, hi, t, s)
+        e = np.empty(0, np_of(ecol).dtype)
         return _two_pass(lambda orp: C.locallap_zero(*args, orp, e, np.empty(0, np.int64), False),
                          lambda orp, oc, ov: C.locallap_zero(*args, orp, oc, ov, True), erp.numel() - 1,
-                         _np(ecol).dtype, with_val=True)
+                         np_of(ecol).dtype, with_val=True)
 
     def csr_combine(ra, ca, rb, cb, mode):
-        args = (_np(ra), _np(ca), _np(rb), _np(cb), mode)
-        return _two_pass(lambda orp: C.csr_combine(*args, orp, np.empty(0, _np(ca).dtype), False),
+        args = (np_of(ra), np_of(ca), np_of(rb), np_of(cb), mode)
+        return _two_pass(lambda orp: C.csr_combine(*args, orp, np.empty(0, np_of(ca).dtype), False),
                          lambda orp, oc, _: C.csr_combine(*args, orp, oc, True), ra.numel() - 1,
-                         _np(ca).dtype)
+                         np_of(ca).dtype)
 
     def edges_check_csr(rp, col):
-        return C.edges_check_csr(_np(rp), _np(col))
+        return C.edges_check_csr(np_of(rp), np_of(col))
 
     def csr_to_edge_index(rp, col, out, layout):
-        C.csr_to_edge_index(_np(rp), _np(col), _np(out), layout)
+        C.csr_to_edge_index(np_of(rp), np_of(col), np_of(out), layout)
 
     def edges_sorted_csr(src, dst, n, out_rowptr, out_col):
-        return C.edges_sorted_csr(_np(src), _np(dst), n, _np(out_rowptr), _np(out_col))
+        return C.edges_sorted_csr(np_of(src), np_of(dst), n, np_of(out_rowptr), np_of(out_col))
 
     for name, f in list(locals().items()):
         if callable(f) and name not in ("rec", "C"):
@@ -556,7 +494,7 @@ def _edge_data(n=60, e=300, seed=3):
 
     gg = torch.Generator().manual_seed(seed)
     ei = torch.randint(0, n, (2, e), generator=gg)
-    with _cpu_kernels():
+    with cpu_kernels():
         csr = to_csr(ei, n, symmetrize=True)
     pub = torch.rand(n, generator=gg) < 0.2
     return csr, Data(edge_index=csr.to_edge_index(), num_nodes=n), pub
@@ -583,7 +521,7 @@ def _same_result(got, want, what):
 def _csr_dev(csr):
     from ldpfast.graph import CSR
 
-    return CSR(_dev(csr.rowptr), _dev(csr.col), csr.num_nodes)
+    return CSR(dev(csr.rowptr), dev(csr.col), csr.num_nodes)
 
 
 @pytest.mark.parametrize("form", ["csr", "data"])
@@ -596,7 +534,7 @@ def test_edge_mechanisms_device_input_run_the_cuda_kernels_and_match_cpu(fake_cu
     from ldpfast.mechanisms import dprr, local_laplace, rr_edges
 
     csr, data, pub = _edge_data()
-    dev_graph = _csr_dev(csr) if form == "csr" else Data(edge_index=_dev(data.edge_index), num_nodes=60)
+    dev_graph = _csr_dev(csr) if form == "csr" else Data(edge_index=dev(data.edge_index), num_nodes=60)
     calls = [
         ("dprr", lambda g, p, b: dprr(g, 2.0, seed=11, symmetrize=rule, public=p, backend=b)),
         ("dprr eps1", lambda g, p, b: dprr(g, 3.0, seed=12, eps1=0.5, symmetrize=rule, backend=b)),
@@ -607,10 +545,10 @@ def test_edge_mechanisms_device_input_run_the_cuda_kernels_and_match_cpu(fake_cu
                   ("local_laplace rounds", lambda g, p, b: local_laplace(g, 4.0, seed=15, backend=b,
                                                                        _target=3.0))]
     for what, call in calls:
-        with _cpu_kernels():
+        with cpu_kernels():
             want = call(csr if form == "csr" else data, pub, None)
             want.edge_index, want.graph()  # computed on first access: with the CPU kernels
-        got = call(dev_graph, _dev(pub), backend)
+        got = call(dev_graph, dev(pub), backend)
         if what.startswith("local_laplace rounds"):
             assert got.spent.params["threshold_rounds"] > 1  # forced extra rounds were taken
         _same_result(got, want, what)
@@ -645,7 +583,7 @@ def test_edge_mechanisms_device_public_must_be_a_device_tensor(fake_cuda_edges):
     with pytest.raises(TypeError, match="public: expected a bool torch.Tensor"):
         dprr(_csr_dev(csr), 1.0, seed=1, public=pub.numpy())
     with pytest.raises(ValueError, match=r"public: expected shape \(60,\)"):
-        dprr(_csr_dev(csr), 1.0, seed=1, public=_dev(pub[:5]))
+        dprr(_csr_dev(csr), 1.0, seed=1, public=dev(pub[:5]))
     assert "edges_rr" not in fake_cuda_edges  # nothing randomised
 
 
@@ -656,17 +594,14 @@ def test_edge_mechanisms_bad_device_graph_is_reported_from_the_device_check(fake
     rp = torch.tensor([0, 1, 2, 3])
     col = torch.tensor([1, 2, 0], dtype=torch.int32)  # a directed 3-cycle: asymmetric
     with pytest.raises(ValueError, match="asymmetric"):
-        dprr(CSR(_dev(rp), _dev(col), 3), 1.0, seed=1)
+        dprr(CSR(dev(rp), dev(col), 3), 1.0, seed=1)
     assert fake_cuda_edges == ["edges_check_csr"]
 
 
 def test_edge_mechanisms_cuda_unavailable_gives_the_reason(monkeypatch):
     from ldpfast.mechanisms import dprr
 
-    real = _backend.device_of
-    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
-        isinstance(t, DeviceInput) for t in ts) else real(*ts))
-    monkeypatch.setitem(_backend._cache, "cuda", RuntimeError("no CUDA device visible to torch"))
+    install(monkeypatch, RuntimeError("no CUDA device visible to torch"))
     csr, _, _ = _edge_data()
     with pytest.raises(_backend.BackendUnavailable, match="no CUDA device visible"):
         dprr(_csr_dev(csr), 1.0, seed=1)

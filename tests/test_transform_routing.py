@@ -1,6 +1,6 @@
 """Every transform on a CUDA ``Data``: routing and results, testable without a GPU.
 
-As in test_cuda_routing.py, a CPU tensor subclass (``DeviceInput``) plays the CUDA tensors:
+As in test_cuda_routing.py (the harness: tests/_fake_cuda.py), a CPU tensor subclass (``DeviceInput``) plays the CUDA tensors:
 ``_backend.device_of`` calls it "cuda", a recording module stands in for ``ldpfast._cuda``,
 and every host copy of it or of anything derived from it (``.cpu()``, ``.numpy()``,
 ``.tolist()``, ``__array__``) is logged.  The CPU kernels are switched off while a transform
@@ -11,7 +11,8 @@ its CPU output bit for bit (same secret seed: same fingerprint, same input seed,
 The edge randomisers (``mechanisms.edges._dprr`` / ``_rr_edges`` / ``_local_laplace``) are
 another helper's CUDA port; here they are replaced by wrappers that check they receive a CSR
 on the device and run the CPU mechanism on plain views, so what is tested is the transform's
-side: fingerprint, CSR preparation and checks, and output assembly, on the device.
+side: fingerprint, CSR preparation and checks (``mechanisms.edges._graph_csr``: its graph
+kernels run the C++ ones here too), and output assembly, on the device.
 
 GPU tests (``pytest -m cuda``) run every transform on a real CUDA ``Data`` against the CPU.
 """
@@ -23,7 +24,17 @@ import types
 import numpy as np
 import pytest
 import torch
-from test_cuda_routing import DeviceInput, _dev
+from _fake_cuda import (
+    REAL,
+    DeviceInput,
+    cpp_kernel,
+    cpu_kernels,
+    dev,
+    install,
+    np_of,
+    plain,
+    switch_off_cpu_kernels,
+)
 from torch_geometric.data import Data
 
 from ldpfast import _backend
@@ -34,35 +45,6 @@ from ldpfast.privacy import Ledger
 from ldpfast.privacy import report_once as R
 from ldpfast.transforms import DPRR, GRRFS, LocalLap, MultiBit, OneBit, RREdges, RRLabels
 
-REAL: dict = {}
-
-
-def _plain(t):
-    return t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t
-
-
-def _np(a):
-    return _plain(a).numpy() if isinstance(a, torch.Tensor) else a
-
-
-@contextlib.contextmanager
-def _cpu_kernels():
-    saved = {k: _backend._cache[k] for k in REAL}
-    _backend._cache.update(REAL)
-    try:
-        yield
-    finally:
-        _backend._cache.update(saved)
-
-
-def _kernel(log, name):
-    """A 'CUDA' kernel: takes tensors (by pointer), runs the C++ kernel on their memory."""
-    def kernel(*args):
-        assert any(isinstance(a, torch.Tensor) for a in args), name
-        log.append(name)
-        return getattr(REAL["cpp"], name)(*[_np(a) for a in args])
-    return kernel
-
 
 def _fingerprint(log):
     def fingerprint(data, k_nh, k_pad, k_prf, out):
@@ -70,13 +52,28 @@ def _fingerprint(log):
         assert data.dtype == torch.uint8 and out.dtype == torch.int64
         log.append("fingerprint")
         res = np.zeros(2, dtype=np.uint64)
-        REAL["cpp"].fingerprint(_np(data), k_nh, k_pad, k_prf, res)
-        _plain(out).copy_(torch.from_numpy(res.view(np.int64)))
+        REAL["cpp"].fingerprint(np_of(data), k_nh, k_pad, k_prf, res)
+        plain(out).copy_(torch.from_numpy(res.view(np.int64)))
     return fingerprint
 
 
+WRITTEN: list[int] = []  # data_ptr of every output of the fake csr_to_edge_index
+
+
+def _edge_index_kernel(log):
+    """The 'CUDA' csr_to_edge_index; records where it wrote (the output is allocated beside
+    the graph by the caller: a plain tensor here, as every factory-made one)."""
+    run = cpp_kernel(log, "csr_to_edge_index")
+
+    def csr_to_edge_index(rp, col, out, layout):
+        WRITTEN.append(out.data_ptr())
+        return run(rp, col, out, layout)
+    WRITTEN.clear()
+    return csr_to_edge_index
+
+
 def _to_dev(x):
-    return _dev(x) if isinstance(x, torch.Tensor) else x
+    return dev(x) if isinstance(x, torch.Tensor) else x
 
 
 def _mechanism(log, name, real):
@@ -89,12 +86,12 @@ def _mechanism(log, name, real):
         # are plain here); no CPU kernel can have built it (they are switched off)
         assert isinstance(csr.col, DeviceInput) and isinstance(csr.rowptr, torch.Tensor), name
         log.append(name)
-        plain = CSR(_plain(csr.rowptr), _plain(csr.col), csr.num_nodes)
-        args = [_plain(a) for a in args]
-        with _cpu_kernels():
-            res = real(plain, eps, seed, *args, **kw)
-        out = E.EdgeLDPResult(CSR(_dev(res.noisy.rowptr), _dev(res.noisy.col), csr.num_nodes),
-                              _dev(res.noisy_degrees), _to_dev(res.d_star), _to_dev(res.q), res.spent,
+        host = CSR(plain(csr.rowptr), plain(csr.col), csr.num_nodes)
+        args = [plain(a) for a in args]
+        with cpu_kernels():
+            res = real(host, eps, seed, *args, **kw)
+        out = E.EdgeLDPResult(CSR(dev(res.noisy.rowptr), dev(res.noisy.col), csr.num_nodes),
+                              dev(res.noisy_degrees), _to_dev(res.d_star), _to_dev(res.q), res.spent,
                               res.symmetrize, "cuda")
         return out  # edge_index left to the transform (expanded on the device)
     return run
@@ -103,25 +100,21 @@ def _mechanism(log, name, real):
 @pytest.fixture
 def fake_cuda(monkeypatch):
     log: list[str] = []
-    REAL.update({"cpp": _backend._load("cpp"), "numba": _backend._load("numba")})
-    if not isinstance(REAL["cpp"], types.ModuleType):
+    if not isinstance(_backend._load("cpp"), types.ModuleType):
         pytest.skip("needs the C++ build (the fake CUDA kernels run it)")
     mod = types.ModuleType("ldpfast._cuda")
     for name in ("grr", "grr_fs", "onebit", "multibit_encode", "rr_labels", "check_categorical",
                  "check_range"):
-        setattr(mod, name, _kernel(log, name))
+        setattr(mod, name, cpp_kernel(log, name))
     mod.fingerprint = _fingerprint(log)
-    real_dev = _backend.device_of
-    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
-        isinstance(t, DeviceInput) for t in ts) else real_dev(*ts))
-    monkeypatch.setitem(_backend._cache, "cuda", mod)
-    for name in ("cpp", "numba"):  # CPU kernels must not run on device data
-        monkeypatch.setitem(_backend._cache, name, RuntimeError("CPU kernel called on device data"))
+    for name in ("edges_sorted_csr", "edges_check_csr"):  # mechanisms.edges._graph_csr
+        setattr(mod, name, cpp_kernel(log, name))
+    mod.csr_to_edge_index = _edge_index_kernel(log)
+    install(monkeypatch, mod)
+    switch_off_cpu_kernels(monkeypatch)
     monkeypatch.setattr(E, "_dprr", _mechanism(log, "dprr", E._dprr))
     monkeypatch.setattr(E, "_rr_edges", _mechanism(log, "rr_edges", E._rr_edges))
     monkeypatch.setattr(E, "_local_laplace", _mechanism(log, "local_laplace", E._local_laplace))
-    monkeypatch.delenv("LDPFAST_BACKEND", raising=False)
-    DeviceInput.copies = []
     return log
 
 
@@ -132,7 +125,7 @@ def _data(n=60, d=12, c=3, seed=0):
     val = torch.zeros(n, dtype=torch.bool)
     train[idx[:30]] = True
     val[idx[30:45]] = True
-    with _cpu_kernels():  # test data: the real kernels
+    with cpu_kernels():  # test data: the real kernels
         ei = to_csr(torch.randint(0, n, (2, 150), generator=g), n, symmetrize=True).to_edge_index()
     return Data(x=(torch.rand(n, d, generator=g) < 0.3).float(), y=torch.randint(0, c, (n,), generator=g),
                 edge_index=ei, train_mask=train, val_mask=val, test_mask=~(train | val), num_nodes=n)
@@ -141,18 +134,21 @@ def _data(n=60, d=12, c=3, seed=0):
 def _on_dev(data):
     out = Data()
     for k, v in data.to_dict().items():
-        out[k] = _dev(v) if isinstance(v, torch.Tensor) else v
+        out[k] = dev(v) if isinstance(v, torch.Tensor) else v
     if "csr" in data.__dict__:
         c = data.__dict__["csr"]
-        out.__dict__["csr"] = CSR(_dev(c.rowptr), _dev(c.col), c.num_nodes)
+        out.__dict__["csr"] = CSR(dev(c.rowptr), dev(c.col), c.num_nodes)
     return out
 
 
 def _same(got, want, keys):
     for k in keys:
         a, b = got[k], want[k]
-        assert isinstance(a, DeviceInput), f"{k} left the device"
-        assert a.dtype == b.dtype and torch.equal(_plain(a), b), k
+        if k == "edge_index":  # written by the 'CUDA' csr_to_edge_index kernel, no host copy
+            assert a.data_ptr() in WRITTEN, f"{k} was not built on the device"
+        else:
+            assert isinstance(a, DeviceInput), f"{k} left the device"
+        assert a.dtype == b.dtype and torch.equal(plain(a), b), k
 
 
 FEATURE_CASES = [
@@ -168,7 +164,7 @@ FEATURE_CASES = [
 @pytest.mark.parametrize("name,make,kernels,keys", FEATURE_CASES, ids=[c[0] for c in FEATURE_CASES])
 def test_feature_and_label_transforms_stay_on_the_device_and_match_cpu(fake_cuda, name, make, kernels, keys):
     data = _data()
-    with _cpu_kernels():
+    with cpu_kernels():
         want = make()(data)
     got = make()(_on_dev(data))
     # one fingerprint per tensor of the Data (x, y, edge_index; masks are not identity)
@@ -181,7 +177,7 @@ def test_feature_and_label_transforms_stay_on_the_device_and_match_cpu(fake_cuda
 def test_fingerprint_of_device_data_equals_the_cpu_one(fake_cuda):
     data = _data()
     key = R.fingerprint_key(17)
-    with _cpu_kernels():
+    with cpu_kernels():
         want = R.fingerprint(data, key)
         seed = R.input_seed(17, "DPRR", data)
     assert R.fingerprint(_on_dev(data), key) == want
@@ -205,7 +201,7 @@ def _unsorted(data):
 
 def _csr_only(data):
     d = Data(x=data.x, num_nodes=data.num_nodes)
-    with _cpu_kernels():
+    with cpu_kernels():
         d.__dict__["csr"] = to_csr(data.edge_index, data.num_nodes)
     return d
 
@@ -214,22 +210,27 @@ def _csr_only(data):
 @pytest.mark.parametrize("name,make,mech", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
 def test_edge_transforms_prepare_and_assemble_on_the_device(fake_cuda, name, make, mech, layout):
     data = {"sorted": _data, "unsorted": lambda: _unsorted(_data()), "csr": lambda: _csr_only(_data())}[layout]()
-    with _cpu_kernels():
+    with cpu_kernels():
         want = make()(data)
     t = make()
     got = t(_on_dev(data))
-    # three tensors each: x, y, edge_index, or x, csr.rowptr, csr.col (masks are not identity)
-    assert fake_cuda == ["fingerprint"] * 3 + [mech], fake_cuda
+    # three tensors each: x, y, edge_index, or x, csr.rowptr, csr.col (masks are not identity);
+    # a sorted edge_index is built and checked in one pass, an unsorted one goes through
+    # csr_of's device path and is checked, a CSR is checked; then edge_index is expanded
+    prep = {"sorted": ["edges_sorted_csr"], "unsorted": ["edges_sorted_csr", "edges_check_csr"],
+            "csr": ["edges_check_csr"]}[layout]
+    out = [] if layout == "csr" else ["csr_to_edge_index"]
+    assert fake_cuda == ["fingerprint"] * 3 + prep + [mech] + out, fake_cuda
     assert DeviceInput.copies == [], DeviceInput.copies
     if layout == "csr":
         assert "edge_index" not in got
         for f in ("rowptr", "col"):
             a, b = getattr(got.csr, f), getattr(want.csr, f)
-            assert torch.equal(_plain(a), b), f
+            assert torch.equal(plain(a), b), f
         assert isinstance(got.csr.col, DeviceInput)  # (rowptr comes from factory tensors, plain here)
     else:
         _same(got, want, ["edge_index"])
-        assert isinstance(t.last_result.edge_index, DeviceInput)
+        assert t.last_result.edge_index is got.edge_index
     assert Ledger.of(got).entries[-1].mechanism == Ledger.of(want).entries[-1].mechanism
 
 
@@ -245,7 +246,7 @@ BAD_GRAPHS = {
 def test_bad_device_graphs_get_the_cpu_error(fake_cuda, case):
     data = _data()
     data.edge_index = BAD_GRAPHS[case](data.edge_index)
-    with _cpu_kernels(), pytest.raises(ValueError) as cpu_err:
+    with cpu_kernels(), pytest.raises(ValueError) as cpu_err:
         DPRR(2.0, seed=1, eps1=0.5)(data)
     with pytest.raises(ValueError) as dev_err:
         DPRR(2.0, seed=1, eps1=0.5)(_on_dev(data))
@@ -257,18 +258,16 @@ def test_bad_stored_csr_is_refused_on_the_device(fake_cuda):
     d = _csr_only(_data())
     c = d.__dict__["csr"]
     d.__dict__["csr"] = CSR(c.rowptr, c.col.flip(0).contiguous(), c.num_nodes)  # rows unsorted
-    with _cpu_kernels(), pytest.raises(ValueError) as cpu_err:
+    with cpu_kernels(), pytest.raises(ValueError) as cpu_err:
         DPRR(2.0, seed=1, eps1=0.5)(d)
     with pytest.raises(ValueError) as dev_err:
         DPRR(2.0, seed=1, eps1=0.5)(_on_dev(d))
-    # the device check names every problem the C++ one does, except asymmetry, which it
-    # tests only on sorted rows (the C++ kernel hashes pairs and reports it anyway)
+    # the device check (graph kernels of mechanisms.edges) names every problem the C++ one does
     assert "rows not strictly increasing" in str(dev_err.value)
     flags = int(REAL["cpp"].edges_check_csr(c.rowptr.numpy(), c.col.flip(0).contiguous().numpy()))
     assert flags & 8 and "an asymmetric" in str(cpu_err.value)
-    with pytest.raises(ValueError) as want:
-        ET._raise_flags(flags & 7)
-    assert str(dev_err.value) == str(want.value)
+    assert str(dev_err.value) == str(cpu_err.value)
+    assert "dprr" not in fake_cuda and "edges_check_csr" in fake_cuda  # refused by the device check
 
 
 def test_stored_csr_on_two_devices_names_both():
@@ -279,9 +278,10 @@ def test_stored_csr_on_two_devices_names_both():
         DPRR(2.0, seed=1, eps1=0.5)(d)
 
 
-def test_device_checks_equal_the_cpp_check_on_random_csrs():
-    # the exact torch-native check against the C++ kernel's flags (its symmetry test hashes)
-    C = pytest.importorskip("ldpfast._C")
+def test_random_device_csrs_get_the_cpu_check(fake_cuda):
+    # random (often broken) CSR-only graphs: the device preparation (mechanisms.edges._graph_csr
+    # on the graph kernels) refuses what the CPU one refuses, with the same message, and
+    # accepts the rest with the same input seed, the CSR staying on the device
     g = np.random.default_rng(2)
     seen = set()
     for trial in range(60):
@@ -305,30 +305,48 @@ def test_device_checks_equal_the_cpp_check_on_random_csrs():
         rp = np.zeros(n + 1, np.int64)
         rp[1:] = np.cumsum([len(r) for r in rows])
         col = np.array([j for r in rows for j in r], np.int64)
-        want = int(C.edges_check_csr(rp, col))
-        row = torch.repeat_interleave(torch.arange(n), torch.from_numpy(np.diff(rp)))
-        got = ET._entries_flags(row, torch.from_numpy(col), n)
-        if want & 3:  # range / order broken: the symmetry bit is not defined there
-            assert got & 7 == want & 7, (trial, got, want)
+        flags = int(REAL["cpp"].edges_check_csr(rp, col))
+        d = Data(x=torch.zeros(n, 1), num_nodes=n)
+        # (an empty col from NumPy has stride 0, which the fingerprint's byte view refuses)
+        d.__dict__["csr"] = CSR(torch.from_numpy(rp), torch.from_numpy(col) if col.size else
+                                torch.empty(0, dtype=torch.int64), n)
+        got = {}
+        for where, graph in (("cpu", d), ("dev", _on_dev(d))):
+            try:
+                with cpu_kernels() if where == "cpu" else contextlib.nullcontext():
+                    got[where] = ET._prepare(DPRR(2.0, seed=1), graph)
+            except ValueError as exc:
+                got[where] = str(exc)
+        if flags:
+            assert isinstance(got["cpu"], str) and got["dev"] == got["cpu"], (trial, flags, got)
         else:
-            assert got == want, (trial, got, want)
-        seen.add(want)
+            (s_cpu, c_cpu), (s_dev, c_dev) = got["cpu"], got["dev"]
+            assert s_dev == s_cpu and isinstance(c_dev.col, DeviceInput), trial
+            assert torch.equal(plain(c_dev.col), c_cpu.col) and torch.equal(plain(c_dev.rowptr), c_cpu.rowptr)
+        seen.add(flags)
     assert {0, 8} <= seen and any(f & 1 for f in seen) and any(f & 2 for f in seen)
+    assert fake_cuda.count("edges_check_csr") == 60
+    assert DeviceInput.copies == [], DeviceInput.copies
 
 
-def test_device_sorted_csr_equals_to_csr():
+def test_device_sorted_csr_and_edge_index_equal_to_csr(fake_cuda):
+    # what the transforms call on a device graph: mechanisms.edges._sorted_csr (built and
+    # checked in one pass) and _edge_index_of, against ldpfast.graph.to_csr / to_edge_index
     g = torch.Generator().manual_seed(3)
     for n in (2, 7, 50):
-        ei = to_csr(torch.randint(0, n, (2, 4 * n), generator=g), n, symmetrize=True).to_edge_index()
-        got = ET._device_sorted_csr(ei, n)
-        want = to_csr(ei, n)
+        with cpu_kernels():
+            ei = to_csr(torch.randint(0, n, (2, 4 * n), generator=g), n, symmetrize=True).to_edge_index()
+            want = to_csr(ei, n)
+        got = E._sorted_csr(dev(ei), n, None)
         assert got is not None
-        assert torch.equal(got.rowptr, want.rowptr) and torch.equal(got.col, want.col)
+        assert torch.equal(plain(got.rowptr), want.rowptr) and torch.equal(plain(got.col), want.col)
         assert got.col.dtype == want.col.dtype
-        assert ET._device_sorted_csr(ei.flip(1), n) is None  # unsorted: general path
-        g2 = to_csr(ei, n)
-        assert torch.equal(ET._device_edge_index(g2, 1), ei)
-        assert torch.equal(ET._device_edge_index(g2, 0), ei.flip(0))
+        assert E._sorted_csr(dev(ei.flip(1)), n, None) is None  # unsorted: general path
+        g2 = CSR(dev(want.rowptr), dev(want.col), n)
+        assert torch.equal(E._edge_index_of(g2, 1), ei)
+        assert torch.equal(E._edge_index_of(g2, 0), ei.flip(0))
+    assert fake_cuda.count("edges_sorted_csr") == 6 and fake_cuda.count("csr_to_edge_index") == 6
+    assert DeviceInput.copies == [], DeviceInput.copies
 
 
 # --- on a GPU (pytest -m cuda) -----------------------------------------------------------------

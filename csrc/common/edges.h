@@ -8,6 +8,7 @@
 // privacy notes; the Numba twin is ldpfast/_numba/edges.py.
 #pragma once
 #include "rng.h"
+#include "search.h"  // upper_index, lower_index
 
 #if defined(__CUDACC_RTC__)
 typedef unsigned char uint8_t;
@@ -19,30 +20,6 @@ namespace edges {
 constexpr uint64_t LOCALLAP_ROW_OFFSET = 1ull << 40;  // zero-candidate cells of LocalLap
 constexpr int64_t I64_MIN = -9223372036854775807ll - 1;
 constexpr int64_t I64_MAX = 9223372036854775807ll;
-
-// First index of sorted a[0..n) with a[i] > x (std::upper_bound, usable on the device).
-template <class T>
-LDP_HD int64_t upper_index(const T* a, int64_t n, int64_t x) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if ((int64_t)a[mid] <= x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-// First index of sorted a[0..n) with a[i] >= x (std::lower_bound).
-template <class T>
-LDP_HD int64_t lower_index(const T* a, int64_t n, int64_t x) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if ((int64_t)a[mid] < x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
 
 // Exact geometric on {0, 1, ...} with P[k] proportional to exp(-k s / t): the geometric half
 // of Canonne-Kamath-Steinke's discrete Laplace (integer arithmetic only).

@@ -5,6 +5,7 @@
 // maths only (bernoulli compares words with exact scalings), so -ftz does not matter.
 #pragma once
 #include "rng.h"
+#include "search.h"  // lower_index, sorted_has
 
 #if defined(__CUDACC_RTC__)
 typedef unsigned char uint8_t;
@@ -16,24 +17,6 @@ namespace heter {
 LDP_HD bool central_trial(uint64_t seed, uint32_t step, int64_t v, double q) {
     CellRng g(seed, STREAM_HETER_CENTRAL, (uint64_t)v, step);
     return g.bernoulli(q);
-}
-
-// First index of sorted a[0..n) with a[i] >= x (std::lower_bound, usable on the device).
-template <class T>
-LDP_HD int64_t lower_index(const T* a, int64_t n, int64_t x) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if ((int64_t)a[mid] < x) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-template <class T>
-LDP_HD bool sorted_has(const T* a, int64_t n, int64_t x) {
-    const int64_t i = lower_index(a, n, x);
-    return i != n && (int64_t)a[i] == x;
 }
 
 // Node list of the sub-graph of centre v (Alg. 2 + 3) into n_id[0..], zeroed[0..] (room for

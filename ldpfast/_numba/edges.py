@@ -255,6 +255,19 @@ def csr_to_edge_index(rowptr, col, out_ei, layout):
 
 
 # --- LocalLap -------------------------------------------------------------------------------
+@jit
+def _ll_edge_row(i, col, b, e, seed, t, s, one, out, st):
+    """Row ``i`` (entries ``b:e``): ``one + DLap`` from ``CellRng(seed, LOCALLAP, i, j)`` for
+    ``j > i``, INT64_MIN otherwise (also ldpfast.distributed._rows' body, global row ids)."""
+    for k in range(b, e):
+        j = np.int64(col[k])
+        if j <= i:
+            out[k] = _I64_MIN
+            continue
+        R.cell_init(st, seed, _STREAM_LOCALLAP, i, j)
+        out[k] = one + R.discrete_laplace(st, t, s)
+
+
 @pjit
 def _ll_edge_values(rowptr, col, seed, t, s, one, out):
     n = rowptr.shape[0] - 1
@@ -262,13 +275,7 @@ def _ll_edge_values(rowptr, col, seed, t, s, one, out):
     for blk in nb.prange(nblk):
         st = np.empty(11, dtype=np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            for k in range(rowptr[i], rowptr[i + 1]):
-                j = np.int64(col[k])
-                if j <= i:
-                    out[k] = _I64_MIN
-                    continue
-                R.cell_init(st, seed, _STREAM_LOCALLAP, i, j)
-                out[k] = one + R.discrete_laplace(st, t, s)
+            _ll_edge_row(np.int64(i), col, rowptr[i], rowptr[i + 1], seed, t, s, one, out, st)
 
 
 def locallap_edge_values(rowptr, col, seed, t, s, one, out_val):
@@ -453,33 +460,47 @@ def _mix64(z):
     return z ^ (z >> np.uint64(31))
 
 
+@jit
+def _check_row(i, n, col, b, e):
+    """(flags, hash term) of row ``i`` = ``col[b:e]`` of a graph on ``n`` nodes: flags 1 range,
+    2 order/duplicates, 4 self loop; the symmetry hash adds mix(pair) for i < j and subtracts
+    it for i > j (mod 2^64), so the terms of a symmetric graph sum to 0.  Also the body of
+    ldpfast.distributed._rows.check_rows (global row ids)."""
+    f = np.int64(0)
+    h = np.uint64(0)
+    gold = np.uint64(0x9E3779B97F4A7C15)
+    s32 = np.uint64(32)
+    for k in range(b, e):
+        j = np.int64(col[k])
+        if j < 0 or j >= n:
+            f |= 1
+        if k > b and np.int64(col[k - 1]) >= j:
+            f |= 2
+        if j == i:
+            f |= 4
+        lo = np.uint64(min(i, j))
+        hi = np.uint64(max(i, j))
+        x = _mix64((lo << s32) ^ hi ^ gold)
+        if i < j:
+            h += x
+        else:
+            h -= x
+    return f, h
+
+
 @pjit
 def _check(rowptr, col):
     n = rowptr.shape[0] - 1
     nblk = (n + _BLOCK - 1) // _BLOCK
     flags = np.zeros(nblk, dtype=np.int64)
     hs = np.zeros(nblk, dtype=np.uint64)
-    gold = np.uint64(0x9E3779B97F4A7C15)
-    s32 = np.uint64(32)
     for blk in nb.prange(nblk):
         f = np.int64(0)
         h = np.uint64(0)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            for k in range(rowptr[i], rowptr[i + 1]):
-                j = np.int64(col[k])
-                if j < 0 or j >= n:
-                    f |= 1
-                if k > rowptr[i] and np.int64(col[k - 1]) >= j:
-                    f |= 2
-                if j == i:
-                    f |= 4
-                lo = np.uint64(min(i, j))
-                hi = np.uint64(max(i, j))
-                x = _mix64((lo << s32) ^ hi ^ gold)
-                if i < j:
-                    h += x
-                else:
-                    h -= x
+            rf, rh = _check_row(np.int64(i), n, col, rowptr[i], rowptr[i + 1])
+            f |= rf
+            h += rh
         flags[blk] = f
         hs[blk] = h
     f = np.int64(0)

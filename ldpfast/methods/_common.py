@@ -124,6 +124,36 @@ def resolve_device(device, tensors: dict) -> tuple[str, torch.device]:
     return kind, dev
 
 
+# The Raises entries every pipeline's fit(device=) shares (resolve_device, data_to, oom_guard).
+_DEVICE_RAISES = """\
+    ValueError, TypeError
+        Bad arguments (named); ``data`` tensors on two devices (both named) with
+        ``device=None``.
+    ldpfast.BackendUnavailable
+        ``device`` is CUDA and the cuda backend {unavailable}.
+    ldpfast.DeviceOutOfMemory
+        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged."""
+_DEVICE_RAISES_MARK = "    {device_raises}"
+
+
+def device_raises(unavailable: str = "cannot run here (the reason is given)"):
+    """Decorator for a pipeline's ``fit``: replaces the line ``{device_raises}`` of its
+    docstring's Raises section with the entries of the device handling (bad arguments and
+    split devices, :class:`ldpfast.BackendUnavailable`, :class:`ldpfast.DeviceOutOfMemory`).
+
+    ``unavailable`` ends the BackendUnavailable sentence ("``device`` is CUDA and the cuda
+    backend ...").  Raises RuntimeError at import when the docstring lacks the line (kept
+    docstrings only: under ``python -OO`` there is none and ``fn`` is returned as is).
+    """
+    def deco(fn):
+        if fn.__doc__ is not None:
+            if _DEVICE_RAISES_MARK + "\n" not in fn.__doc__:
+                raise RuntimeError(f"{fn.__qualname__}: docstring has no {_DEVICE_RAISES_MARK.strip()} line")
+            fn.__doc__ = fn.__doc__.replace(_DEVICE_RAISES_MARK, _DEVICE_RAISES.format(unavailable=unavailable))
+        return fn
+    return deco
+
+
 def data_to(data, dev: torch.device):
     """``data`` with every tensor (and ``data.csr``) on ``dev``: ``data`` itself when all
     are there already, else a shallow copy (``data`` is not modified).  Each copy runs under

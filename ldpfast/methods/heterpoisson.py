@@ -76,6 +76,7 @@ from ._common import (
     SECRET_SEED_HELP,
     _data_tensors,
     data_to,
+    device_raises,
     public_command,
     resolve_device,
     save_figure,
@@ -256,6 +257,7 @@ def _evaluate(model, data, nodes_mask, n_test, allow_mask, seed, kind, chunk=819
 
 
 # ----------------------------------------------------------------------------- fit
+@device_raises("(or an op this run needs) cannot run there")
 def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", M: float = 1.0,
         delta: float | None = None, q_b: float | None = None, expected_batch_size: int = 4096,
         epochs: float = 9.0, T: int | None = None, max_grad_norm: float = 0.5, lr: float = 0.03,
@@ -336,13 +338,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
 
     Raises
     ------
-    ValueError, TypeError
-        Bad arguments (named); ``data`` tensors on two devices (both named) with
-        ``device=None``.
-    ldpfast.BackendUnavailable
-        ``device`` is CUDA and the cuda backend (or an op this run needs) cannot run there.
-    ldpfast.DeviceOutOfMemory
-        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
+    {device_raises}
     """
     eps = check_eps("eps", eps)
     if model not in MODELS:

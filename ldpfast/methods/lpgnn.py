@@ -45,6 +45,7 @@ from ._common import (
     Backbone,
     _data_tensors,
     data_to,
+    device_raises,
     fmt_eps,
     graph_input,
     mean_std,
@@ -173,6 +174,7 @@ class FactoredSAGEInput:
         return agg + conv1.lin_l.bias + z[:, hid:]
 
 
+@device_raises()
 def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | None = None,
         k_y: int | None = None, lr: float | None = None, weight_decay: float | None = None,
         dropout: float | None = None, hidden: int = 16, epochs: int = 500, patience: int = 100,
@@ -216,13 +218,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
 
     Raises
     ------
-    ValueError, TypeError
-        Bad arguments (named); ``data`` tensors on two devices (both named) with
-        ``device=None``.
-    ldpfast.BackendUnavailable
-        ``device`` is CUDA and the cuda backend cannot run here (the reason is given).
-    ldpfast.DeviceOutOfMemory
-        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
+    {device_raises}
     """
     if training not in ("drop", "fc", "ce"):
         raise ValueError(f"training: expected 'drop', 'fc' or 'ce', got {training!r}")

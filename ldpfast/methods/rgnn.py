@@ -71,6 +71,7 @@ from ._common import (
     Backbone,
     _data_tensors,
     data_to,
+    device_raises,
     fmt_eps,
     graph_input,
     mean_std,
@@ -593,6 +594,7 @@ def _categorical_features(data, group_size, domain, dataset):
     return x.to(torch.int64), domain, 1
 
 
+@device_raises()
 def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int = 4,
         C: int = 16, alpha: float = 1.0, model: str = "sage", group_size: int | None = None,
         variant: str = "rgnn", lr: float = 0.01, weight_decay: float = 0.0,
@@ -657,13 +659,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
 
     Raises
     ------
-    ValueError, TypeError
-        Bad arguments (named); ``data`` tensors on two devices (both named) with
-        ``device=None``.
-    ldpfast.BackendUnavailable
-        ``device`` is CUDA and the cuda backend cannot run here (the reason is given).
-    ldpfast.DeviceOutOfMemory
-        A CUDA allocation failed (the size asked for is given); ``data`` is unchanged.
+    {device_raises}
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")

@@ -1,0 +1,109 @@
+"""The fake-CUDA harness shared by the routing tests (test_cuda_routing.py,
+test_transform_routing.py, test_cuda_fit.py), testable without a GPU.
+
+A CPU tensor subclass (:class:`DeviceInput`) plays the CUDA tensors: :func:`install` patches
+``_backend.device_of`` to call it "cuda" and puts a recording module in place of
+``ldpfast._cuda``; the subclass logs every host copy (``.cpu()``, ``.numpy()``, ``.to(cpu)``,
+``.tolist()``, ``__array__``) made of it or of any tensor derived from it.  :func:`cpp_kernel`
+makes a stand-in CUDA kernel that runs the real C++ kernel on plain views of the same memory
+(so device results can be compared with the CPU ones bit for bit); :data:`REAL` holds the real
+CPU backends while :func:`switch_off_cpu_kernels` has replaced them, and :func:`cpu_kernels`
+puts them back for the reference runs.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import ClassVar
+
+import torch
+
+from ldpfast import _backend
+
+HOST_COPIES = {"cpu", "numpy", "tolist", "__array__"}
+
+
+class DeviceInput(torch.Tensor):
+    """Stands for a CUDA tensor; logs host copies of itself and of everything derived."""
+
+    copies: ClassVar[list[str]] = []
+
+    @staticmethod
+    def log_copy(func, args, kwargs) -> None:
+        """Record ``func`` in :attr:`copies` when the call copies to the host."""
+        name = getattr(func, "__name__", "")
+        if name in HOST_COPIES or (name == "to" and to_host(args[1:], kwargs)):
+            DeviceInput.copies.append(name)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        cls.log_copy(func, args, kwargs)
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def to_host(args, kwargs) -> bool:
+    """Whether the arguments of a ``.to(...)`` call name the CPU."""
+    targets = list(args) + [kwargs.get("device")]
+    return any(isinstance(t, (str, torch.device)) and torch.device(t).type == "cpu"
+               for t in targets if t is not None)
+
+
+def dev(t: torch.Tensor) -> DeviceInput:
+    """``t`` standing for a CUDA tensor (same memory)."""
+    return t.as_subclass(DeviceInput)
+
+
+def plain(t):
+    """A plain-tensor view of ``t`` (unchanged when not a tensor): host copies of it are not logged."""
+    return t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t
+
+
+def np_of(t):
+    """The NumPy view of a tensor's memory (None and non-tensors unchanged), not logged."""
+    return t.detach().as_subclass(torch.Tensor).numpy() if isinstance(t, torch.Tensor) else t
+
+
+def install(monkeypatch, mod) -> None:
+    """Make DeviceInput tensors count as CUDA tensors and ``mod`` the cuda backend; resets
+    the copy log."""
+    real = _backend.device_of
+    monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
+        isinstance(t, DeviceInput) for t in ts) else real(*ts))
+    monkeypatch.setitem(_backend._cache, "cuda", mod)
+    monkeypatch.delenv("LDPFAST_BACKEND", raising=False)
+    DeviceInput.copies = []
+
+
+REAL: dict = {}
+
+
+def switch_off_cpu_kernels(monkeypatch) -> None:
+    """CPU kernels must not run on device data: factory-made tensors (``torch.ones(n,
+    device=...)``) are plain CPU tensors here, so a host kernel call would not be seen as a
+    copy.  The real backends go to :data:`REAL` (see :func:`cpu_kernels`)."""
+    for name in ("cpp", "numba"):
+        REAL[name] = _backend._load(name)
+        monkeypatch.setitem(_backend._cache, name, RuntimeError("CPU kernel called on device data"))
+
+
+@contextlib.contextmanager
+def cpu_kernels():
+    """The real CPU kernels, for the reference results."""
+    saved = {k: _backend._cache[k] for k in REAL}
+    _backend._cache.update(REAL)
+    try:
+        yield
+    finally:
+        _backend._cache.update(saved)
+
+
+def cpp_kernel(log, name):
+    """A 'CUDA' kernel: takes tensors (by pointer), logs ``name`` and runs the C++ kernel of
+    that name on their memory."""
+    import ldpfast._C as C
+
+    def kernel(*args):
+        assert any(isinstance(a, torch.Tensor) for a in args), name
+        log.append(name)
+        return getattr(C, name)(*[np_of(a) for a in args])
+    return kernel
