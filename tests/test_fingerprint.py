@@ -336,3 +336,20 @@ def test_cuda_data_has_the_cpu_fingerprint():
     want = R.fingerprint(d, KEY)
     assert R.fingerprint(d.to("cuda"), KEY) == want
     assert R.input_seed(5, "DPRR", d.to("cuda")) == R.input_seed(5, "DPRR", d)
+
+
+def test_empty_tensor_from_numpy_is_fingerprinted():
+    # torch.from_numpy of an empty array has stride 0 and cannot be viewed as bytes; a graph
+    # with no edges built that way must still get a fingerprint (and differ from none).
+    import numpy as np
+    from torch_geometric.data import Data
+
+    from ldpfast.privacy.report_once import fingerprint, fingerprint_key
+
+    key = fingerprint_key(1)
+    ei = torch.zeros(2, 0, dtype=torch.int64)
+    empty = torch.from_numpy(np.array([], dtype=np.float32))  # 1-D: stride (0,)
+    a = fingerprint(Data(edge_index=ei, edge_weight=empty, num_nodes=3), key)
+    b = fingerprint(Data(edge_index=ei, edge_weight=torch.zeros(0), num_nodes=3), key)
+    assert a == b
+    assert a != fingerprint(Data(num_nodes=3), key)
