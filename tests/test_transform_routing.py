@@ -307,9 +307,7 @@ def test_random_device_csrs_get_the_cpu_check(fake_cuda):
         col = np.array([j for r in rows for j in r], np.int64)
         flags = int(REAL["cpp"].edges_check_csr(rp, col))
         d = Data(x=torch.zeros(n, 1), num_nodes=n)
-        # (an empty col from NumPy has stride 0, which the fingerprint's byte view refuses)
-        d.__dict__["csr"] = CSR(torch.from_numpy(rp), torch.from_numpy(col) if col.size else
-                                torch.empty(0, dtype=torch.int64), n)
+        d.__dict__["csr"] = CSR(torch.from_numpy(rp), torch.from_numpy(col), n)  # empty col: stride 0
         got = {}
         for where, graph in (("cpu", d), ("dev", _on_dev(d))):
             try:

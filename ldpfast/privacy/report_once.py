@@ -104,7 +104,7 @@ def _flat_bytes(t):
         if t.is_conj() or t.is_neg():
             t = t.resolve_conj().resolve_neg()
         if t.numel() == 0:  # (from_numpy of an empty array has stride 0: no byte view)
-            return torch.empty(0, dtype=torch.uint8, device=t.device)
+            return t.new_empty(0, dtype=torch.uint8)  # (new_empty keeps a tensor subclass)
         t = t.contiguous().reshape(-1)
         return t if t.dtype == torch.uint8 else t.view(torch.uint8)
     return np.ascontiguousarray(t).reshape(-1).view(np.uint8)
