@@ -59,7 +59,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import ops
+from .. import _backend, ops
 from .._checks import check_eps, check_int, check_real, check_tensor
 from ..graph import CSR, csr_of
 from ..privacy import Ledger
@@ -150,8 +150,9 @@ def _onehot_tail(x: torch.Tensor, gam: np.ndarray, dtype: torch.dtype,
 
 # --- Algorithm 1 -----------------------------------------------------------------------------
 def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x: int = 4, *,
-                         output: str = "features", dtype: torch.dtype = torch.float32
-                         ) -> torch.Tensor:
+                         output: str = "features", dtype: torch.dtype = torch.float32,
+                         method: str = "counts", block: int | None = None,
+                         backend: str | None = None) -> torch.Tensor:
     """Node feature reconstruction ``f_X`` (RGNN Algorithm 1), all nodes and features at once.
 
     For every feature ``i`` and node ``v``: ``lambda'_v`` = proportions of the reported
@@ -163,12 +164,21 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     estimate ``pi~_v1`` clipped to ``[0, 1]`` ("to incorporate the uncertainty of the
     estimates", section IV-A).
 
-    Implementation: the one-hot matrix of all features (``n x sum(gamma_i - 1)``: value 0
-    of each feature is implied, since the propagated proportions of one feature sum to 1)
-    goes through **one** call of the compiled propagation kernel
-    (:func:`ldpfast.ops.propagate`, ``aggr="mean"``, ``self_loops=True``), then the
-    estimator and the argmax are applied column-wise in place.  No Python loop over nodes
-    or features.  Memory: about three ``n x sum(gamma_i - 1)`` matrices at the peak.
+    Implementation (``method="counts"``, default): the features are processed in blocks.
+    For each block, the first hop is per-node category counts over ``{v} u N(v)`` taken
+    straight from the reports (kernel ``fs_counts``: the block's reports as indicator bytes,
+    summed in integers, one multiplication by ``1 / (deg + 1)``), the other ``K_x - 1`` hops
+    are float propagations of the block (kernel ``spmm_scaled``), then the estimator and the
+    argmax write the block's output columns.  No ``n x sum(gamma_i - 1)`` float matrix is
+    built: the working memory is about ``n * w * (2 * itemsize + 1)`` bytes for a block of
+    ``w`` value columns, besides the output.  Value 0 of each feature is implied (the
+    propagated proportions of one feature sum to 1).  The result is **bit-identical** to
+    ``method="onehot"``: a float sum of 0/1 values is the exact count, every later element
+    is summed by the same kernel in the same order, and the estimator works column by
+    column.  ``method="onehot"`` (the reference) propagates the one-hot matrix of all
+    features at once through :func:`ldpfast.ops.propagate`: about three
+    ``n x sum(gamma_i - 1)`` matrices at the peak (9.8 GB on the Orkut-like graph with
+    d = 64, gamma = 4).  A weighted CSR (``csr.value`` set) always takes the one-hot path.
 
     Parameters
     ----------
@@ -191,6 +201,15 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         ``pi~`` (``(n, sum(gamma_i))``, unclipped, each feature's block sums to 1).
     dtype : torch.dtype
         float32 (default) or float64 for the propagation and the estimates.
+    method : {"counts", "onehot"}
+        ``"counts"`` (default): blockwise from the reports, as above; ``"onehot"``: the
+        whole one-hot matrix in one propagation (reference; same output bits).
+    block : int, optional
+        ``"counts"`` only: at most this many value columns (``sum(gamma_i - 1)`` over the
+        block's features) per block, >= 1; a feature with more values gets a block of its
+        own.  Default 32 (measured on the Orkut-like graph, see BENCHMARKS.md).
+    backend : {"cpp", "numba"}, optional
+        Kernels of ``"counts"`` (default: automatic).
 
     Returns
     -------
@@ -216,18 +235,93 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         raise ValueError(f"output: expected 'features', 'index' or 'pi', got {output!r}")
     if dtype not in (torch.float32, torch.float64):
         raise TypeError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
+    if method not in ("counts", "onehot"):
+        raise ValueError(f"method: expected 'counts' or 'onehot', got {method!r}")
+    block = 32 if block is None else check_int("block", block, 1)
     if n and (int(x.min()) < 0 or bool((x.to(torch.int64) >= torch.from_numpy(gam)).any())):
         raise ValueError("x: every value must lie in [0, gamma_i) of its column")
+    x = x.cpu()
 
-    # lines 5-11: lambda' for every (node, feature, value) in one propagation
-    with torch.no_grad():
-        lam = ops.propagate(g, _onehot_tail(x.cpu(), gam, dtype), k_x, "mean", True, csr_t=g)
     # lines 13-17: eq. (5), per column (p, q depend on gamma_i only)
     pq = {int(v): grr_probs(eps_x, int(v)) for v in np.unique(gam)}
     a = np.array([d / (m * (pq[int(v)][0] - pq[int(v)][1])) for v in gam])
     b = np.array([(m - d - m * int(v) * pq[int(v)][1]) / (m * int(v) * (pq[int(v)][0] - pq[int(v)][1]))
                   for v in gam])
-    if bool((gam == 2).all()):
+    allbin = bool((gam == 2).all())
+    # output layout: columns of feature i in [ostart[i], ostart[i] + owidth[i])
+    if output == "index":
+        owidth = np.ones(d, dtype=np.int64)
+        out = torch.empty(n, d, dtype=torch.int64)
+    elif output == "pi":
+        owidth = gam.copy()
+        out = torch.empty(n, int(gam.sum()), dtype=dtype)
+    else:
+        owidth = np.where(gam == 2, 1, gam) if not allbin else np.ones(d, dtype=np.int64)
+        out = torch.empty(n, int(owidth.sum()), dtype=dtype)
+    ostart = np.cumsum(owidth) - owidth
+
+    def emit(lam, c0, c1):  # estimator and argmax of features [c0, c1) into their columns
+        blk = _estimate_block(lam, gam[c0:c1], a[c0:c1], b[c0:c1], allbin, output, dtype)
+        s, e = int(ostart[c0]), int(ostart[c1 - 1] + owidth[c1 - 1])
+        if s == 0 and e == out.shape[1]:
+            return blk
+        out[:, s:e] = blk
+        return None
+
+    if method == "onehot" or g.value is not None:
+        # lines 5-11: lambda' for every (node, feature, value) in one propagation
+        with torch.no_grad():
+            lam = ops.propagate(g, _onehot_tail(x, gam, dtype), k_x, "mean", True, csr_t=g)
+        res = emit(lam, 0, d)
+        return out if res is None else res
+
+    K = _backend.get("cpu", backend)
+    scales = ops.step_scales(g, max(k_x, 1), "mean", True, None, dtype, backend, "cpu")
+    rp, col = g.rowptr.numpy(), g.col.numpy()
+    bufs: list[torch.Tensor] = []
+    for c0, c1 in _feature_blocks(gam, block):
+        w = int((gam[c0:c1] - 1).sum())
+        e = _onehot_tail(x[:, c0:c1], gam[c0:c1], torch.uint8)  # indicator bytes, n x w
+        if k_x == 0:
+            lam = e.to(dtype)
+        else:
+            if not bufs or bufs[0].shape[1] != w:
+                bufs = [torch.empty(n, w, dtype=dtype) for _ in range(2 if k_x > 1 else 1)]
+            lam = bufs[0]
+            K.fs_counts(rp, col, e.contiguous().numpy(), scales[0][0].numpy(), lam.numpy(), True)
+            del e
+            for t in range(1, k_x):  # hops 2 .. K_x: float propagation of the block
+                nxt = bufs[t % 2]
+                a_t, b_t = scales[t]
+                K.spmm_scaled(rp, col, a_t.numpy(), b_t.numpy(), lam.numpy(), nxt.numpy(), True,
+                              None)
+                lam = nxt
+        res = emit(lam, c0, c1)
+        if res is not None:
+            return res
+    return out
+
+
+def _feature_blocks(gam: np.ndarray, block: int) -> list[tuple[int, int]]:
+    """Consecutive feature ranges whose value columns ``sum(gamma_i - 1)`` stay <= block
+    (a wider feature alone)."""
+    out, c0, w = [], 0, 0
+    for i, v in enumerate(gam):
+        if i > c0 and w + int(v) - 1 > block:
+            out.append((c0, i))
+            c0, w = i, 0
+        w += int(v) - 1
+    out.append((c0, len(gam)))
+    return out
+
+
+def _estimate_block(lam: torch.Tensor, gam: np.ndarray, a: np.ndarray, b: np.ndarray, allbin: bool,
+                    output: str, dtype: torch.dtype) -> torch.Tensor:
+    """Eq. (5) and line 19 for a block of features: ``lam`` holds the propagated proportions
+    of their values 1 .. gamma_i - 1 (``n x sum(gamma_i - 1)``, overwritten).  Column by
+    column, so a block gives the same bits as the same columns of the whole matrix."""
+    n, d = lam.shape[0], len(gam)
+    if allbin:  # every feature of the input is binary (not only this block's)
         lam.mul_(torch.from_numpy(a).to(dtype)).add_(torch.from_numpy(b).to(dtype))  # pi~_v1
         if output == "features":
             return lam.clamp_(0.0, 1.0)
@@ -258,7 +352,6 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         padded[:, seg * (gmax - 1) + pos] = lam
         rest_max, rest_arg = padded.view(n, d, gmax - 1).max(dim=2)
         del padded
-    del lam
     idx = torch.where(pi0 >= rest_max, 0, rest_arg + 1)
     if output == "index":
         return idx
