@@ -12,8 +12,10 @@
 
 namespace ldp {
 
+// Inlined into each target clone of count_rows, so the AVX2 clone widens and adds the bytes
+// with AVX2 (a called block would be compiled for the baseline target only).
 template <int W, class T, class C>
-static inline void count_block(int64_t i, int64_t f0, int64_t w, const int64_t* __restrict__ rp,
+__attribute__((always_inline)) static inline void count_block(int64_t i, int64_t f0, int64_t w, const int64_t* __restrict__ rp,
                                const C* __restrict__ col, const uint8_t* __restrict__ e, const T* __restrict__ a,
                                T* __restrict__ y, bool self_loop) {
     constexpr int64_t PF = 8;  // neighbours ahead: the row gathers are latency bound
