@@ -28,6 +28,39 @@ typedef unsigned char uint8_t;
 namespace ldp {
 namespace recon {
 
+// a - b, a > b, a >= b in IEEE form on the device too: CuPy's -ftz=true would otherwise flush
+// float32 subnormals in the estimator (see csrc/common/propagate.h for add / mul).
+LDP_HD double sub(double a, double b) { return a - b; }
+LDP_HD bool gt(double a, double b) { return a > b; }
+LDP_HD bool ge(double a, double b) { return a >= b; }
+LDP_HD float sub(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    float r;
+    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return a - b;
+#endif
+}
+LDP_HD bool gt(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    unsigned r;
+    asm("{ .reg .pred p; setp.gt.f32 p, %1, %2; selp.u32 %0, 1, 0, p; }" : "=r"(r) : "f"(a), "f"(b));
+    return r != 0u;
+#else
+    return a > b;
+#endif
+}
+LDP_HD bool ge(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    unsigned r;
+    asm("{ .reg .pred p; setp.ge.f32 p, %1, %2; selp.u32 %0, 1, 0, p; }" : "=r"(r) : "f"(a), "f"(b));
+    return r != 0u;
+#else
+    return a >= b;
+#endif
+}
+
 // acc[0..W) = counts of columns [f0, f0 + W) over node i (self_loop) and its CSR row, in CSR
 // order (the order does not matter for integers; it is kept for the prefetch hint).  hint(k)
 // is called before entry k is read (the C++ launcher prefetches upcoming rows there).
@@ -53,6 +86,40 @@ LDP_HD void count_finish(const uint32_t* acc, T a, T* yi) {
     T f[W];
     for (int t = 0; t < W; ++t) f[t] = (T)acc[t];
     prop::finish<W>(f, a, yi);
+}
+
+// Eq. (5) and the argmax of line 19 for the features of one row of a block: lam holds their
+// propagated proportions of values 1 .. gamma_t - 1 (sum(gamma_t - 1) entries), o receives
+// argmax_j pi~_j.  The same float operations, in the same order, as the torch code of
+// ldpfast/methods/rgnn.py (_estimate_block, "index"): pi~ = lam * a_t + b_t rounded after each
+// operation; value 0 from lam0 = 1 - (lam_1 + ... ); ties go to the smallest value.  allbin
+// (every feature of the input binary): o = [pi~_1 > 1/2].
+template <class T>
+LDP_HD void estimate_index_row(const T* lam, const int64_t* gam, const T* a, const T* b, int64_t B, bool allbin,
+                               int64_t* o) {
+    int64_t c = 0;
+    for (int64_t t = 0; t < B; ++t) {
+        if (allbin) {
+            o[t] = gt(prop::add(prop::mul(lam[c], a[t]), b[t]), T(0.5)) ? 1 : 0;
+            c += 1;
+            continue;
+        }
+        const int64_t g1 = gam[t] - 1;
+        T s = T(0);
+        for (int64_t j = 0; j < g1; ++j) s = prop::add(s, lam[c + j]);
+        const T pi0 = prop::add(prop::mul(sub(T(1), s), a[t]), b[t]);
+        T rmax = prop::add(prop::mul(lam[c], a[t]), b[t]);
+        int64_t rarg = 0;
+        for (int64_t j = 1; j < g1; ++j) {
+            const T p = prop::add(prop::mul(lam[c + j], a[t]), b[t]);
+            if (gt(p, rmax)) {
+                rmax = p;
+                rarg = j;
+            }
+        }
+        o[t] = ge(pi0, rmax) ? 0 : rarg + 1;
+        c += g1;
+    }
 }
 
 }  // namespace recon

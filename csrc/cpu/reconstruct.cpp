@@ -79,7 +79,44 @@ static void fs_counts(py::array rowptr, py::array col, py::array e, py::array a,
     });
 }
 
+template <class T>
+static void estimate_t(const py::array& lam, const py::array& gam, const py::array& a, const py::array& b,
+                       bool allbin, py::array& out, int64_t c0) {
+    if (lam.ndim() != 2 || out.ndim() != 2) throw std::invalid_argument("lam, out: expected 2-D arrays");
+    const int64_t n = lam.shape(0), w = lam.shape(1), B = gam.size(), d = out.shape(1);
+    if (out.shape(0) != n) throw std::invalid_argument("out: expected as many rows as lam");
+    if (c0 < 0 || c0 + B > d) throw std::invalid_argument("c0: the block's columns must lie in [0, out.shape[1])");
+    check_size(a, B, "a");
+    check_size(b, B, "b");
+    const int64_t* pg = cdata_ptr<int64_t>(gam, "gam");
+    int64_t need = 0;
+    for (int64_t t = 0; t < B; ++t) {
+        if (pg[t] < 2 || (allbin && pg[t] != 2)) throw std::invalid_argument("gam: domain sizes must be >= 2 (all 2 when allbin)");
+        need += pg[t] - 1;
+    }
+    if (need != w) throw std::invalid_argument("lam: expected sum(gam - 1) columns");
+    const T* pl = cdata_ptr<T>(lam, "lam");
+    const T* pa = cdata_ptr<T>(a, "a");
+    const T* pb = cdata_ptr<T>(b, "b");
+    int64_t* po = data_ptr<int64_t>(out, "out", true);
+    py::gil_scoped_release nogil;
+    parallel_for(n, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t i = r0; i < r1; ++i) recon::estimate_index_row(pl + i * w, pg, pa, pb, B, allbin, po + i * d + c0);
+    });
+}
+
+static void fs_estimate_index(py::array lam, py::array gam, py::array a, py::array b, bool allbin, py::array out,
+                              int64_t c0) {
+    if (py::isinstance<carray<float>>(lam)) estimate_t<float>(lam, gam, a, b, allbin, out, c0);
+    else if (py::isinstance<carray<double>>(lam)) estimate_t<double>(lam, gam, a, b, allbin, out, c0);
+    else throw std::invalid_argument("lam: expected float32 or float64");
+}
+
 void register_reconstruct(py::module_& m) {
+    m.def("fs_estimate_index", &fs_estimate_index,
+          "out[:, c0 + t] = argmax of the GRR-FS estimate (RGNN eq. 5, Algorithm 1 line 19) of block feature t",
+          py::arg("lam"), py::arg("gam"), py::arg("a"), py::arg("b"), py::arg("allbin"), py::arg("out"),
+          py::arg("c0"));
     m.def("fs_counts", &fs_counts,
           "y = diag(a) (A [+I]) e for uint8 indicators e, counted in integers (RGNN Algorithm 1, first hop)",
           py::arg("rowptr"), py::arg("col"), py::arg("e"), py::arg("a"), py::arg("y"), py::arg("self_loop"));

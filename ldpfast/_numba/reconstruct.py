@@ -39,3 +39,50 @@ def fs_counts(rowptr, col, e, a, y, self_loop):
     if y.dtype not in (np.float32, np.float64) or a.dtype != y.dtype or a.shape != (n,):
         raise ValueError("y, a: expected float32 or float64 of the same dtype, a of shape (n,)")
     _counts(rowptr, col, e, a, y, bool(self_loop))
+
+
+@nb.njit(cache=True, nogil=True, parallel=True)
+def _estimate(lam, gam, a, b, allbin, one, half, out, c0):
+    n = lam.shape[0]
+    B = gam.shape[0]
+    for i in nb.prange(n):
+        c = 0
+        for t in range(B):
+            if allbin:
+                out[i, c0 + t] = 1 if lam[i, c] * a[t] + b[t] > half else 0
+                c += 1
+                continue
+            g1 = gam[t] - 1
+            s = lam[i, c] - lam[i, c]  # zero of lam's dtype
+            for j in range(g1):
+                s += lam[i, c + j]
+            pi0 = (one - s) * a[t] + b[t]
+            rmax = lam[i, c] * a[t] + b[t]
+            rarg = 0
+            for j in range(1, g1):
+                p = lam[i, c + j] * a[t] + b[t]
+                if p > rmax:
+                    rmax = p
+                    rarg = j
+            out[i, c0 + t] = 0 if pi0 >= rmax else rarg + 1
+            c += g1
+
+
+def fs_estimate_index(lam, gam, a, b, allbin, out, c0):
+    """Twin of the C++ ``fs_estimate_index`` (csrc/common/reconstruct.h,
+    ``estimate_index_row``): the same float operations in ``lam``'s dtype."""
+    if lam.ndim != 2 or out.ndim != 2 or out.shape[0] != lam.shape[0]:
+        raise ValueError("lam, out: expected 2-D arrays with the same number of rows")
+    if lam.dtype not in (np.float32, np.float64) or a.dtype != lam.dtype or b.dtype != lam.dtype:
+        raise ValueError("lam, a, b: expected float32 or float64 of one dtype")
+    if out.dtype != np.int64:
+        raise ValueError(f"out: expected int64, got {out.dtype}")
+    if gam.size and (int(gam.min()) < 2 or (allbin and int(gam.max()) != 2)):
+        raise ValueError("gam: domain sizes must be >= 2 (all 2 when allbin)")
+    if int((gam - 1).sum()) != lam.shape[1]:
+        raise ValueError("lam: expected sum(gam - 1) columns")
+    if c0 < 0 or c0 + gam.shape[0] > out.shape[1]:
+        raise ValueError("c0: the block's columns must lie in [0, out.shape[1])")
+    one = np.ones(1, dtype=lam.dtype)[0]
+    half = np.full(1, 0.5, dtype=lam.dtype)[0]
+    _estimate(lam, gam, a, b, bool(allbin), one, half, out, np.int64(c0))

@@ -309,12 +309,13 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     K = _backend.get("cpu", backend)
     scales = ops.step_scales(g, max(k_x, 1), "mean", True, None, dtype, backend, "cpu")
     rp, col = g.rowptr.numpy(), g.col.numpy()
+    np_dtype = np.float32 if dtype == torch.float32 else np.float64
     bufs: list[torch.Tensor] = []
     ebuf = None
     for c0, c1 in _feature_blocks(gam, block):
         w = int((gam[c0:c1] - 1).sum())
         if k_x == 0:
-            lam = _onehot_tail(x[:, c0:c1], gam[c0:c1], dtype)
+            lam = _onehot_tail(x[:, c0:c1], gam[c0:c1], dtype).contiguous()
         else:
             if not bufs or bufs[0].shape[1] != w:
                 bufs = []  # free the previous width's first
@@ -332,6 +333,10 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
                 K.spmm_scaled(rp, col, a_t.numpy(), b_t.numpy(), lam.numpy(), nxt.numpy(), True,
                               None)
                 lam = nxt
+        if output == "index":  # fused kernel: no temporaries, same operations as emit's torch
+            K.fs_estimate_index(lam.numpy(), gam[c0:c1], a[c0:c1].astype(np_dtype),
+                                b[c0:c1].astype(np_dtype), allbin, out.numpy(), c0)
+            continue
         res = emit(lam, c0, c1)
         if res is not None:
             return res
