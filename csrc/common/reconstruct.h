@@ -64,20 +64,24 @@ LDP_HD bool ge(float a, float b) {
 // acc[0..W) = counts of columns [f0, f0 + W) over node i (self_loop) and its CSR row, in CSR
 // order (the order does not matter for integers; it is kept for the prefetch hint).  hint(k)
 // is called before entry k is read (the C++ launcher prefetches upcoming rows there).
+// __restrict__: e is a char type, which may alias anything; without it GCC keeps acc in memory
+// and falls back to a scalar loop (measured 3x slower than a float propagation of the same width).
 template <int W, class C, class Hint>
-LDP_HD void count_row(uint32_t* acc, int64_t i, int64_t f0, int64_t w, const int64_t* rp, const C* col,
-                      const uint8_t* e, bool self_loop, Hint hint) {
-    for (int t = 0; t < W; ++t) acc[t] = 0u;
+LDP_HD void count_row(uint32_t* __restrict__ acc, int64_t i, int64_t f0, int64_t w, const int64_t* __restrict__ rp,
+                      const C* __restrict__ col, const uint8_t* __restrict__ e, bool self_loop, Hint hint) {
+    uint32_t s[W];
+    for (int t = 0; t < W; ++t) s[t] = 0u;
     if (self_loop) {
-        const uint8_t* ei = e + i * w + f0;
-        for (int t = 0; t < W; ++t) acc[t] += (uint32_t)ei[t];
+        const uint8_t* __restrict__ ei = e + i * w + f0;
+        for (int t = 0; t < W; ++t) s[t] += (uint32_t)ei[t];
     }
     const int64_t k1 = rp[i + 1];
     for (int64_t k = rp[i]; k < k1; ++k) {
         hint(k);
-        const uint8_t* ej = e + (int64_t)col[k] * w + f0;
-        for (int t = 0; t < W; ++t) acc[t] += (uint32_t)ej[t];
+        const uint8_t* __restrict__ ej = e + (int64_t)col[k] * w + f0;
+        for (int t = 0; t < W; ++t) s[t] += (uint32_t)ej[t];
     }
+    for (int t = 0; t < W; ++t) acc[t] = s[t];
 }
 
 // y[0..W) = a * acc, exactly as prop::finish does with the float accumulator (acc -> T exact).
