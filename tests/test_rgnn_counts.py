@@ -140,3 +140,23 @@ def test_reconstruct_features_bad_method_and_block():
         rgnn.reconstruct_features(xr, csr, 3, 1.0, 2, method="dense")
     with pytest.raises(ValueError, match="block"):
         rgnn.reconstruct_features(xr, csr, 3, 1.0, 2, block=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fs_estimate_index_bad_buffers(backend):
+    K = _backend.get("cpu", backend)
+    lam = np.full((10, 5), 0.2, dtype=np.float32)
+    gam = np.array([2, 4, 2], dtype=np.int64)  # 1 + 3 + 1 = 5 value columns
+    ab = np.ones(3, dtype=np.float32)
+    out = np.full((10, 4), -7, dtype=np.int64)
+    with pytest.raises(ValueError, match="lam"):
+        K.fs_estimate_index(lam[:, :4].copy(), gam, ab, ab, False, out, 0)
+    with pytest.raises(ValueError, match="c0"):
+        K.fs_estimate_index(lam, gam, ab, ab, False, out, 2)
+    with pytest.raises(ValueError, match="gam"):
+        K.fs_estimate_index(lam, gam, ab, ab, True, out, 0)  # allbin with a domain of 4
+    with pytest.raises(ValueError, match="out"):
+        K.fs_estimate_index(lam, gam, ab, ab, False, out.astype(np.int32), 0)
+    assert (out == -7).all()  # nothing written
+    K.fs_estimate_index(lam, gam, ab, ab, False, out, 1)
+    assert (out[:, 0] == -7).all() and (out[:, 1:] >= 0).all()

@@ -160,8 +160,8 @@ def _huge_empty(n: int, w: int, dtype: torch.dtype) -> torch.Tensor:
     pages (``madvise(MADV_HUGEPAGE)`` before the first touch; a no-op elsewhere or when the
     call fails).  The propagation gathers random rows of such blocks: with 4 KiB pages
     nearly every gather of a block larger than the TLB's reach misses the TLB (a nested page
-    walk under a hypervisor); measured on one propagation hop of a 3M-node graph, 1.5x less
-    CPU time (BENCHMARKS.md)."""
+    walk under a hypervisor).  Measured on a shared machine: 1.5x less CPU time for one hop
+    of a 3M-node graph, no clear difference on a 1M-node one (BENCHMARKS.md)."""
     item = torch.empty(0, dtype=dtype).element_size()
     nbytes = n * w * item
     if nbytes < 4 * _HUGE or not sys.platform.startswith("linux"):
