@@ -3,9 +3,11 @@
     python benchmarks/bench_rgnn.py [--preset orkut|small] [--dim 64] [--domain 4] [--k 4]
                                     [--metis-nodes 1000000] [--threads 2] [--out results]
 
-1. ``reconstruct_features`` (Algorithm 1: one propagation of the one-hot GRR-FS reports
-   over ``K`` hops of ``MEAN({v} u N(v))``, the eq. (5) estimator and the argmax, all
-   features at once) on the preset graph with ``d`` categorical features of domain
+1. ``reconstruct_features`` (Algorithm 1: ``K`` hops of ``MEAN({v} u N(v))`` over the
+   GRR-FS reports, the eq. (5) estimator and the argmax) with each ``--methods`` entry:
+   ``counts`` (default; blockwise over features, first hop = category counts of the
+   reports, ``--block`` value columns per block, one row per value given) and ``onehot``
+   (the reference: one propagation of the whole one-hot float matrix) on the preset graph with ``d`` categorical features of domain
    ``gamma``: ``orkut`` is :func:`ldpfast.datasets.orkut_like` (3.07M nodes, 117M
    undirected edges, CSR only), ``small`` a 100k-node synthetic power-law graph with the
    same mean degree.  Features are class-dependent (value ``proto[y, i]`` with probability
@@ -23,7 +25,9 @@
    row-normalised CSR adjacency with self loops), as a baseline.
 
 Each case reports median time (1 run on ``orkut``), peak RSS during the call (VmHWM reset
-before it) and the RSS before it.
+before it; the whole process, graph and reports included) and the RSS before it.  The
+reports are held as int8 (``n x d`` bytes) once GRR-FS has run.  ``--skip-labels`` and
+``--skip-metis`` leave out steps 2 and 3.
 """
 from __future__ import annotations
 
@@ -119,6 +123,11 @@ def main(argv=None):
                     help="nodes of the METIS graph (default 1M for orkut, 100k for small)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--methods", nargs="+", default=["counts"], choices=["counts", "onehot"])
+    ap.add_argument("--block", type=int, nargs="+", default=[None],
+                    help="value columns per block of the counts method (default: the library's)")
+    ap.add_argument("--skip-labels", action="store_true")
+    ap.add_argument("--skip-metis", action="store_true")
     ap.add_argument("--out", default="results")
     a = ap.parse_args(argv)
     if a.threads:
@@ -136,37 +145,56 @@ def main(argv=None):
     xr, _ = grr_fs(x, g, a.eps_x, a.m, seed=1)
     t_grr = time.perf_counter() - t0
     print(f"[bench_rgnn] GRR-FS on {n} x {d}: {t_grr:.2f} s", flush=True)
+    if g <= 127:  # n x d bytes from here on (the reports' int32 copy alone is 4x that)
+        x, xr = x.to(torch.int8), xr.to(torch.int8)
+    gc.collect()
     base = {"graph": gname, "n": n, "nnz": csr.nnz, "d": d, "gamma": g, "K": a.k, "m": a.m,
             "threads": ldpfast.get_num_threads()}
 
     # 1. Algorithm 1
     res = {}
-    t = time_call(lambda xr=xr, csr=csr: res.__setitem__(
-        "rec", rgnn.reconstruct_features(xr, csr, g, a.eps_x, a.m, a.k, output="index")),
-        repeat=repeat, warmup=warmup)
-    rec = res.pop("rec")
     acc_raw = float((xr == x).float().mean())
-    acc_rec = float((rec == x).float().mean())
     onehot_mib = n * d * (g - 1) * 4 / MIB
-    rows.append({"case": f"reconstruct_features {a.preset}", "impl": "ldpfast", **base, **t,
-                 "nnz_cols_per_s": csr.nnz * d * (g - 1) * a.k / t["median_s"],
-                 "onehot_mib": onehot_mib, "acc_raw": acc_raw, "acc_reconstructed": acc_rec})
-    print(f"[bench_rgnn] features: {t['median_s']:.1f} s, peak {t['peak_rss_mib']:.0f} MiB "
-          f"(base {t['base_rss_mib']:.0f}); accuracy raw {acc_raw:.3f} -> reconstructed "
-          f"{acc_rec:.3f}", flush=True)
+    ref = None
+    for method in a.methods:
+        for blk in (a.block if method == "counts" else [None]):
+            t = time_call(lambda xr=xr, csr=csr, method=method, blk=blk: res.__setitem__(
+                "rec", rgnn.reconstruct_features(xr, csr, g, a.eps_x, a.m, a.k, output="index",
+                                                 method=method, block=blk)),
+                repeat=repeat, warmup=warmup)
+            rec = res.pop("rec")
+            acc_rec = float((rec == x).float().mean())
+            row = {"case": f"reconstruct_features {a.preset}", "impl": f"ldpfast {method}",
+                   "method": method, "block": blk, **base, **t,
+                   "nnz_cols_per_s": csr.nnz * d * (g - 1) * a.k / t["median_s"],
+                   "onehot_mib": onehot_mib, "acc_raw": acc_raw, "acc_reconstructed": acc_rec}
+            if ref is None:
+                ref = rec.to(torch.int8 if g <= 127 else torch.int64)
+            else:  # every method and block gives the same bits
+                row["identical_to_first"] = bool(torch.equal(rec.to(ref.dtype), ref))
+            rows.append(row)
+            print(f"[bench_rgnn] features ({method}, block {blk}): {t['median_s']:.1f} s, peak "
+                  f"{t['peak_rss_mib']:.0f} MiB (base {t['base_rss_mib']:.0f}), load "
+                  f"{t['loadavg_1m']:.2f}; accuracy raw {acc_raw:.3f} -> reconstructed "
+                  f"{acc_rec:.3f}", flush=True)
+            del rec
+            gc.collect()
     if a.preset == "small":
         t = time_call(lambda xr=xr, csr=csr: res.__setitem__(
             "ref", loop_reference(xr, csr, g, a.eps_x, a.m, a.k)), repeat=1, warmup=0)
         # float32 sums in another order: an argmax may flip on near-ties, nothing more
-        agree = float((res.pop("ref") == rec).float().mean())
+        agree = float((res.pop("ref") == ref).float().mean())
         assert agree > 0.999, f"loop reference disagrees on {1 - agree:.2%} of the entries"
         rows.append({"case": f"reconstruct_features {a.preset}",
                      "impl": "torch loop over features (sparse.mm)", **base, **t,
                      "argmax_agreement": agree})
-    del rec, x, xr
+    del ref, x, xr
     gc.collect()
 
     # 2. Algorithm 2
+    if a.skip_labels and a.skip_metis:
+        write_report(f"bench_rgnn_{a.preset}", add_ratios(rows), a.out, command=command)
+        return
     mask = torch.rand(n, generator=torch.Generator().manual_seed(2)) < 0.75
     c = int(y.max()) + 1
     yr, _ = rr_labels(y, c, a.eps_y, seed=3, mask=mask)

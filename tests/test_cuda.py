@@ -150,7 +150,8 @@ def _nvrtc_ptx(name: str) -> str:
 
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
-@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint", "edges", "graph"])
+@pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint", "edges", "graph",
+                                  "reconstruct"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -256,6 +257,11 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                     xb = xf.bfloat16()
                     _cuda.spmm_scaled(rowptr, torch.zeros(6, dtype=ct), a, a, xb,
                                       torch.empty_like(xb), True, val, chunk=2)
+            _cuda.fs_counts(rowptr, torch.zeros(6, dtype=ct), torch.zeros(6, 5, dtype=torch.uint8),
+                            a, torch.empty_like(xf), True)
+        gam = torch.tensor([2, 4, 2], dtype=torch.int64)
+        ab = torch.ones(3, dtype=ft)
+        _cuda.fs_estimate_index(xf, gam, ab, ab, False, torch.empty(6, 4, dtype=torch.int64), 1)
     for ct in (torch.int32, torch.int64):
         rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])
         col = torch.zeros(6, dtype=ct)
@@ -617,6 +623,35 @@ def test_gpu_heterpoisson_bit_identical_to_cpu(overlap, induced):
             a = getattr(got, f)
             assert a.is_cuda, f
             assert torch.equal(a.cpu(), getattr(want, f)), (t, f)
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("col_dtype", [torch.int32, torch.int64])
+def test_gpu_reconstruct_kernels_bit_identical_to_cpp(dtype, col_dtype):
+    # Integer counts: every row (long ones too) equals C++; the estimator is per row.
+    import ldpfast._C as C
+    from ldpfast.graph import to_csr
+
+    g = torch.Generator().manual_seed(11)
+    n = 400
+    ei = torch.randint(0, n, (2, 6000), generator=g)
+    csr = to_csr(ei[:, ei[0] != ei[1]], n, symmetrize=True)
+    rp, col = csr.rowptr, csr.col.to(col_dtype)
+    e = (torch.rand(n, 37, generator=g) < 0.3).to(torch.uint8)
+    a = (1.0 / (csr.degrees() + 1).double()).to(dtype)
+    y = torch.empty(n, 37, dtype=dtype)
+    C.fs_counts(rp.numpy(), col.numpy(), e.numpy(), a.numpy(), y.numpy(), True)
+    yc = torch.empty(n, 37, dtype=dtype, device="cuda")
+    _cuda.fs_counts(rp.cuda(), col.cuda(), e.cuda(), a.cuda(), yc, True)
+    assert torch.equal(yc.cpu(), y)
+    gam = torch.tensor([2, 4, 3, 5, 2, 9, 4, 4, 2, 3, 2], dtype=torch.int64)  # 37 value columns
+    ab = torch.rand(2, 11, generator=g, dtype=torch.float64).to(dtype)
+    out = torch.full((n, 13), -7, dtype=torch.int64)
+    C.fs_estimate_index(y.numpy(), gam.numpy(), ab[0].numpy(), ab[1].numpy(), False, out.numpy(), 1)
+    oc = torch.full((n, 13), -7, dtype=torch.int64, device="cuda")
+    _cuda.fs_estimate_index(yc, gam.cuda(), ab[0].cuda(), ab[1].cuda(), False, oc, 1)
+    assert torch.equal(oc.cpu(), out)
 
 
 @_apply(gpu)

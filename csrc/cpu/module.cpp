@@ -30,6 +30,7 @@ void register_synthetic(py::module_& m);
 void register_features(py::module_& m);
 void register_edges(py::module_& m);
 void register_propagate(py::module_& m);
+void register_reconstruct(py::module_& m);
 void register_sampling(py::module_& m);
 void register_fingerprint(py::module_& m);
 
@@ -45,6 +46,7 @@ PYBIND11_MODULE(_C, m) {
     ldp::register_features(m);
     ldp::register_edges(m);
     ldp::register_propagate(m);
+    ldp::register_reconstruct(m);
     ldp::register_sampling(m);
     ldp::register_fingerprint(m);
 }

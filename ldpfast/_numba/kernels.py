@@ -28,6 +28,7 @@ from .features import (  # noqa: F401
 from .fingerprint import fingerprint  # noqa: F401
 from .graph import coo_to_csr, csr_sort_unique, csr_transpose_perm  # noqa: F401
 from .propagate import spmm_scaled  # noqa: F401
+from .reconstruct import fs_counts, fs_estimate_index  # noqa: F401
 from .rng_kernels import (  # noqa: F401
     det_log,
     det_log1p,

@@ -50,7 +50,9 @@ Choices the paper leaves open (all documented in the report's ``settings``)
 from __future__ import annotations
 
 import argparse
+import ctypes
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -135,16 +137,17 @@ def _domain(domain, d: int) -> np.ndarray:
 
 
 def _onehot_tail(x: torch.Tensor, gam: np.ndarray, dtype: torch.dtype,
-                 block: int = 1 << 18) -> torch.Tensor:
+                 block: int = 1 << 18, out: torch.Tensor | None = None) -> torch.Tensor:
     """Indicators of the values ``1 .. gamma_i - 1`` of every column (value 0 is implied:
     its frequency is one minus the others').  ``(n, sum(gamma_i - 1))``, built in row blocks
-    (vectorised within a block) so the temporary index tensor stays small."""
+    (vectorised within a block) so the temporary index tensor stays small.  ``out``: a
+    preallocated ``(n, sum(gamma_i - 1))`` tensor of ``dtype`` to fill."""
     n = x.shape[0]
-    if bool((gam == 2).all()):
-        return x.to(dtype)  # binary: the indicator of value 1 is the value itself
+    if bool((gam == 2).all()):  # binary: the indicator of value 1 is the value itself
+        return x.to(dtype) if out is None else out.copy_(x)
     w = torch.from_numpy(gam - 1)
     off = (torch.cumsum(w, 0) - w).to(torch.int64).to(x.device)  # first column of feature i
-    z = torch.zeros(n, int(w.sum()), dtype=dtype, device=x.device)
+    z = torch.zeros(n, int(w.sum()), dtype=dtype, device=x.device) if out is None else out.zero_()
     for s in range(0, n, block):
         xb = x[s:s + block].to(torch.int64)
         idx = off.unsqueeze(0) + (xb - 1).clamp(min=0)  # value 0 adds 0 to the first slot
@@ -152,10 +155,39 @@ def _onehot_tail(x: torch.Tensor, gam: np.ndarray, dtype: torch.dtype,
     return z
 
 
+_HUGE = 2 << 20  # bytes of a transparent huge page (x86-64, arm64 with 4 KiB base pages)
+_MADV_HUGEPAGE = 14
+
+
+def _huge_empty(n: int, w: int, dtype: torch.dtype) -> torch.Tensor:
+    """``torch.empty(n, w, dtype)`` whose pages Linux may back with 2 MiB transparent huge
+    pages (``madvise(MADV_HUGEPAGE)`` before the first touch; a no-op elsewhere or when the
+    call fails).  The propagation gathers random rows of such blocks: with 4 KiB pages
+    nearly every gather of a block larger than the TLB's reach misses the TLB (a nested page
+    walk under a hypervisor).  Measured on a shared machine: 1.5x less CPU time for one hop
+    of a 3M-node graph, no clear difference on a 1M-node one (BENCHMARKS.md)."""
+    item = torch.empty(0, dtype=dtype).element_size()
+    nbytes = n * w * item
+    if nbytes < 4 * _HUGE or not sys.platform.startswith("linux"):
+        return torch.empty(n, w, dtype=dtype)
+    raw = torch.empty(nbytes + _HUGE, dtype=torch.uint8)
+    addr = raw.data_ptr()
+    off = (-addr) % _HUGE
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.madvise(ctypes.c_void_p(addr + off), ctypes.c_size_t((nbytes + _HUGE - off) & ~4095),
+                     _MADV_HUGEPAGE)
+    except (OSError, AttributeError):
+        pass  # advice only: the buffer works the same without it
+    return raw[off:off + nbytes].view(dtype).view(n, w)
+
+
 # --- Algorithm 1 -----------------------------------------------------------------------------
 def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x: int = 4, *,
-                         output: str = "features", dtype: torch.dtype = torch.float32
-                         ) -> torch.Tensor:
+                         output: str = "features", dtype: torch.dtype = torch.float32,
+                         method: str = "counts", block: int | None = None,
+                         backend: str | None = None) -> torch.Tensor:
     """Node feature reconstruction ``f_X`` (RGNN Algorithm 1), all nodes and features at once.
 
     For every feature ``i`` and node ``v``: ``lambda'_v`` = proportions of the reported
@@ -167,12 +199,21 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     estimate ``pi~_v1`` clipped to ``[0, 1]`` ("to incorporate the uncertainty of the
     estimates", section IV-A).
 
-    Implementation: the one-hot matrix of all features (``n x sum(gamma_i - 1)``: value 0
-    of each feature is implied, since the propagated proportions of one feature sum to 1)
-    goes through **one** call of the compiled propagation kernel
-    (:func:`ldpfast.ops.propagate`, ``aggr="mean"``, ``self_loops=True``), then the
-    estimator and the argmax are applied column-wise in place.  No Python loop over nodes
-    or features.  Memory: about three ``n x sum(gamma_i - 1)`` matrices at the peak.
+    Implementation (``method="counts"``, default): the features are processed in blocks.
+    For each block, the first hop is per-node category counts over ``{v} u N(v)`` taken
+    straight from the reports (kernel ``fs_counts``: the block's reports as indicator bytes,
+    summed in integers, one multiplication by ``1 / (deg + 1)``), the other ``K_x - 1`` hops
+    are float propagations of the block (kernel ``spmm_scaled``), then the estimator and the
+    argmax write the block's output columns.  No ``n x sum(gamma_i - 1)`` float matrix is
+    built: the working memory is about ``n * w * (2 * itemsize + 1)`` bytes for a block of
+    ``w`` value columns, besides the output.  Value 0 of each feature is implied (the
+    propagated proportions of one feature sum to 1).  The result is **bit-identical** to
+    ``method="onehot"``: a float sum of 0/1 values is the exact count, every later element
+    is summed by the same kernel in the same order, and the estimator works column by
+    column.  ``method="onehot"`` (the reference) propagates the one-hot matrix of all
+    features at once through :func:`ldpfast.ops.propagate`: about three
+    ``n x sum(gamma_i - 1)`` matrices at the peak (9.8 GB on the Orkut-like graph with
+    d = 64, gamma = 4).  A weighted CSR (``csr.value`` set) always takes the one-hot path.
 
     Parameters
     ----------
@@ -195,6 +236,17 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         ``pi~`` (``(n, sum(gamma_i))``, unclipped, each feature's block sums to 1).
     dtype : torch.dtype
         float32 (default) or float64 for the propagation and the estimates.
+    method : {"counts", "onehot"}
+        ``"counts"`` (default): blockwise from the reports, as above; ``"onehot"``: the
+        whole one-hot matrix in one propagation (reference; same output bits).
+    block : int, optional
+        ``"counts"`` only: at most this many value columns (``sum(gamma_i - 1)`` over the
+        block's features) per block, >= 1; a feature with more values gets a block of its
+        own.  Default 24: on the Orkut-like graph (d = 64, gamma = 4, K = 4) 24 columns
+        per block took 264 s against 390 s for 96 (narrow blocks keep more of the gathered
+        rows in cache) and the least memory; see BENCHMARKS.md.
+    backend : {"cpp", "numba"}, optional
+        Kernels of ``"counts"`` (default: automatic).
 
     Returns
     -------
@@ -220,19 +272,107 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         raise ValueError(f"output: expected 'features', 'index' or 'pi', got {output!r}")
     if dtype not in (torch.float32, torch.float64):
         raise TypeError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
+    if method not in ("counts", "onehot"):
+        raise ValueError(f"method: expected 'counts' or 'onehot', got {method!r}")
+    block = 24 if block is None else check_int("block", block, 1)
     dev = x.device
     if n and (int(x.min()) < 0 or bool((x.to(torch.int64) >= torch.from_numpy(gam).to(dev)).any())):
         raise ValueError("x: every value must lie in [0, gamma_i) of its column")
 
-    # lines 5-11: lambda' for every (node, feature, value) in one propagation (on x's device)
-    with torch.no_grad():
-        lam = ops.propagate(g, _onehot_tail(x, gam, dtype), k_x, "mean", True, csr_t=g)
     # lines 13-17: eq. (5), per column (p, q depend on gamma_i only)
     pq = {int(v): grr_probs(eps_x, int(v)) for v in np.unique(gam)}
     a = np.array([d / (m * (pq[int(v)][0] - pq[int(v)][1])) for v in gam])
     b = np.array([(m - d - m * int(v) * pq[int(v)][1]) / (m * int(v) * (pq[int(v)][0] - pq[int(v)][1]))
                   for v in gam])
-    if bool((gam == 2).all()):
+    allbin = bool((gam == 2).all())
+    # output layout: columns of feature i in [ostart[i], ostart[i] + owidth[i])
+    if output == "index":
+        owidth = np.ones(d, dtype=np.int64)
+        out = torch.empty(n, d, dtype=torch.int64, device=dev)
+    elif output == "pi":
+        owidth = gam.copy()
+        out = torch.empty(n, int(gam.sum()), dtype=dtype, device=dev)
+    else:
+        owidth = np.where(gam == 2, 1, gam) if not allbin else np.ones(d, dtype=np.int64)
+        out = torch.empty(n, int(owidth.sum()), dtype=dtype, device=dev)
+    ostart = np.cumsum(owidth) - owidth
+
+    def emit(lam, c0, c1):  # estimator and argmax of features [c0, c1) into their columns
+        blk = _estimate_block(lam, gam[c0:c1], a[c0:c1], b[c0:c1], allbin, output, dtype)
+        s, e = int(ostart[c0]), int(ostart[c1 - 1] + owidth[c1 - 1])
+        if s == 0 and e == out.shape[1]:
+            return blk
+        out[:, s:e] = blk
+        return None
+
+    # The counts kernels read host memory (their CUDA twin, csrc/cuda/reconstruct.cu, is
+    # compiled but not wired yet): a CUDA x takes the one-hot path, which runs on the device
+    # (torch + the CUDA propagation kernel) and gives the same bits.
+    if method == "onehot" or g.value is not None or _backend.device_of(x) == "cuda":
+        # lines 5-11: lambda' for every (node, feature, value) in one propagation (x's device)
+        with torch.no_grad():
+            lam = ops.propagate(g, _onehot_tail(x, gam, dtype), k_x, "mean", True, csr_t=g)
+        res = emit(lam, 0, d)
+        return out if res is None else res
+
+    K = _backend.get("cpu", backend)
+    scales = ops.step_scales(g, max(k_x, 1), "mean", True, None, dtype, backend, "cpu")
+    rp, col = g.rowptr.numpy(), g.col.numpy()
+    np_dtype = np.float32 if dtype == torch.float32 else np.float64
+    bufs: list[torch.Tensor] = []
+    ebuf = None
+    for c0, c1 in _feature_blocks(gam, block):
+        w = int((gam[c0:c1] - 1).sum())
+        if k_x == 0:
+            lam = _onehot_tail(x[:, c0:c1], gam[c0:c1], dtype).contiguous()
+        else:
+            if not bufs or bufs[0].shape[1] != w:
+                bufs = []  # free the previous width's first
+                bufs = [_huge_empty(n, w, dtype) for _ in range(2 if k_x > 1 else 1)]
+            if ebuf is None or ebuf.shape[1] != w:
+                ebuf = None
+                ebuf = _huge_empty(n, w, torch.uint8)
+            e = _onehot_tail(x[:, c0:c1], gam[c0:c1], torch.uint8, out=ebuf)  # indicator bytes
+            lam = bufs[0]
+            K.fs_counts(rp, col, e.numpy(), scales[0][0].numpy(), lam.numpy(), True)
+            del e
+            for t in range(1, k_x):  # hops 2 .. K_x: float propagation of the block
+                nxt = bufs[t % 2]
+                a_t, b_t = scales[t]
+                K.spmm_scaled(rp, col, a_t.numpy(), b_t.numpy(), lam.numpy(), nxt.numpy(), True,
+                              None)
+                lam = nxt
+        if output == "index":  # fused kernel: no temporaries, same operations as emit's torch
+            K.fs_estimate_index(lam.numpy(), gam[c0:c1], a[c0:c1].astype(np_dtype),
+                                b[c0:c1].astype(np_dtype), allbin, out.numpy(), c0)
+            continue
+        res = emit(lam, c0, c1)
+        if res is not None:
+            return res
+    return out
+
+
+def _feature_blocks(gam: np.ndarray, block: int) -> list[tuple[int, int]]:
+    """Consecutive feature ranges whose value columns ``sum(gamma_i - 1)`` stay <= block
+    (a wider feature alone)."""
+    out, c0, w = [], 0, 0
+    for i, v in enumerate(gam):
+        if i > c0 and w + int(v) - 1 > block:
+            out.append((c0, i))
+            c0, w = i, 0
+        w += int(v) - 1
+    out.append((c0, len(gam)))
+    return out
+
+
+def _estimate_block(lam: torch.Tensor, gam: np.ndarray, a: np.ndarray, b: np.ndarray, allbin: bool,
+                    output: str, dtype: torch.dtype) -> torch.Tensor:
+    """Eq. (5) and line 19 for a block of features: ``lam`` holds the propagated proportions
+    of their values 1 .. gamma_i - 1 (``n x sum(gamma_i - 1)``, overwritten).  Column by
+    column, so a block gives the same bits as the same columns of the whole matrix."""
+    n, d = lam.shape[0], len(gam)
+    dev = lam.device
+    if allbin:  # every feature of the input is binary (not only this block's)
         lam.mul_(torch.from_numpy(a).to(dev, dtype)).add_(torch.from_numpy(b).to(dev, dtype))  # pi~_v1
         if output == "features":
             return lam.clamp_(0.0, 1.0)
@@ -264,7 +404,6 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         padded[:, seg * (gmax - 1) + pos] = lam
         rest_max, rest_arg = padded.view(n, d, gmax - 1).max(dim=2)
         del padded
-    del lam
     idx = torch.where(pi0 >= rest_max, 0, rest_arg + 1)
     if output == "index":
         return idx
