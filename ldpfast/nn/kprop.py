@@ -69,10 +69,12 @@ class KProp(MessagePassing):
         linear-time counting sort), so a changed graph is never served stale structure.
     storage : torch.dtype, optional
         ``torch.bfloat16``: propagate a bfloat16 copy of ``x`` and return the result in
-        ``x``'s dtype (gradients flow through both casts).  Propagation is memory bound,
-        and bfloat16 halves the bytes each step gathers; each step sums in float32 and
-        rounds its output to bfloat16 once (relative error about 2^-9 per step; LDP noise
-        is far larger).  Default None: ``x``'s own dtype, exact float32/float64 sums.
+        ``x``'s dtype (gradients flow through both casts).  Halves the memory of the
+        propagated values; each step sums in float32 and rounds its output to bfloat16 once
+        (relative error about 2^-9 per step; LDP noise is far larger).  Not faster on the
+        CPUs measured (1.2-1.5x the float32 time on a Zen 4 VM: the conversions cost more
+        than the halved gathers save; see BENCHMARKS.md).  Default None: ``x``'s own dtype,
+        exact float32/float64 sums.
 
     Shapes
     ------
