@@ -15,6 +15,7 @@ WHEELS="pymetis==2025.2.2 dp-accounting==0.6.0 dask==2026.8.0 distributed==2026.
 cloudpickle fsspec partd locket toolz msgpack tblib zict sortedcontainers tornado psutil \
 importlib_metadata zipp absl-py mpmath dm-tree attrs"
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
+    mkdir -p .git/info && touch .git/info/exclude
     grep -qx '/.whl/' .git/info/exclude || echo /.whl/ >> .git/info/exclude
     for w in $WHEELS; do
         python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
