@@ -482,8 +482,8 @@ def bench_propagate(B: Bench, csr, name: str, d: int = 64, k: int = 2, pyg: bool
 
 
 def bench_dpsgd_step(B: Bench, csr, y, name: str, d: int = 128) -> dict | None:
-    from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ldpfast.methods.heterpoisson import build_model
+    from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ldpfast.sampling import HeterPoisson
 
     n = csr.num_nodes

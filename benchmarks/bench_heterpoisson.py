@@ -12,7 +12,7 @@ Cases (one DP-SGD step of the paper's setting: expected 4096 sub-graphs, M = 1):
 * ``clip``: per-sub-graph gradients clipped to C = 0.5 and summed, for a one-layer GCN
   (hidden 128, the paper's network) on one sampled batch: ldpfast's vectorised ghost /
   book-keeping clipping against a Python loop with one forward/backward per sub-graph
-  (:func:`ldpfast.dpsgd.clipped_sum_loop`); the two sums are checked to agree (1e-5 relative).
+  (:func:`ldpfast.privacy.dpsgd.clipped_sum_loop`); the two sums are checked to agree (1e-5 relative).
 * ``--orkut``: one full DP-SGD step (sample + forward/backward + clip + noise + Adam) on
   :func:`ldpfast.datasets.orkut_like` with 128 features; time and peak RSS.
 
@@ -135,8 +135,13 @@ def bench_sample(data, gname, q_b, M, repeat, rows):
 
 
 def bench_clip(data, gname, batch, repeat, rows):
-    from ldpfast.dpsgd import SubgraphGradSampleModule, clipped_sum_loop, flat_grad, subgraph_loss
     from ldpfast.methods.heterpoisson import build_model
+    from ldpfast.privacy.dpsgd import (
+        SubgraphGradSampleModule,
+        clipped_sum_loop,
+        flat_grad,
+        subgraph_loss,
+    )
 
     torch.manual_seed(0)
     net = build_model("gcn", int(data.x.shape[1]), int(data.y.max()) + 1, hidden=128)
@@ -165,8 +170,8 @@ def bench_clip(data, gname, batch, repeat, rows):
 
 def bench_orkut_step(rows, seed=0):
     from ldpfast.datasets import orkut_like
-    from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ldpfast.methods.heterpoisson import build_model
+    from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ldpfast.sampling import HeterPoisson
 
     t0 = building("bench_heterpoisson", f"orkut_like(seed={seed}, num_features=128)")

@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     command = "python benchmarks/bench_transforms.py " + " ".join(argv if argv is not None else sys.argv[1:])
     require_backend("bench_transforms", "cpp")
-    from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
+    from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
 
     ldpfast.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)

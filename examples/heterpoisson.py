@@ -25,8 +25,8 @@ import torch_geometric.transforms as T
 from torch_geometric.nn import GCNConv
 
 import ldpfast as lf
-from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
-from ldpfast.privacy.accountant import HeterPoissonAccountant
+from ldpfast.privacy.accountants import HeterPoissonAccountant
+from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ldpfast.sampling import HeterPoisson, inference_subgraphs
 
 

@@ -19,6 +19,7 @@ from ._backend import (  # noqa: F401
 )
 from ._backend import available as available_backends  # noqa: F401
 
+# dpsgd, audit: deprecated paths of ldpfast.privacy.dpsgd / ldpfast.privacy.audit (issue 12)
 _LAZY = ("rng", "graph", "datasets", "mechanisms", "transforms", "privacy", "estimation",
          "methods", "nn", "ops", "sampling", "dpsgd", "audit", "cli", "demo")
 

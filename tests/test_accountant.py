@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from ldpfast.privacy.accountant import (
+from ldpfast.privacy.accountants import (
     HeterPoissonAccountant,
     MixtureAccountant,
     gaussian_epsilon,
@@ -97,7 +97,7 @@ def test_stated_precision_and_monotone_in_order():
 def test_untruncated_mixture_blows_up():
     """Why the tail cap exists (module docstring): with every binomial component kept (in log
     space: their weights underflow doubles), the Rényi moments explode with D."""
-    from ldpfast.privacy.accountant import _mog_rdp_lower
+    from ldpfast.privacy.accountants.rdp import _mog_rdp_lower
 
     def lower(D, alpha):
         k = np.arange(D + 1.0)
@@ -160,7 +160,7 @@ def test_auto_degrees_match_exhaustive_scan():
 def test_rdp_non_decreasing_in_degree_beyond_M():
     acc = HeterPoissonAccountant(0.2, 2.0, 5000, degrees=[2, 3, 4, 8, 16, 64, 256, 4096], orders=[2.0, 3.0, 6.0])
     c, logw = acc._log_weights(10)
-    from ldpfast.privacy.accountant import _mog_rdp_batch
+    from ldpfast.privacy.accountants.rdp import _mog_rdp_batch
 
     mg, _gm, _ = _mog_rdp_batch(c, logw, 2.0, acc.orders, 1e-12)
     assert np.all(np.diff(mg, axis=0) >= -1e-10)  # D = 2 .. 4096, then the Poisson limit

@@ -328,7 +328,7 @@ def test_heterpoisson_without_cuda_inference_sampler_names_it(fake_gpu):
 
 def test_dpsgd_clipping_keeps_the_batch_device_and_matches_cpu(fake_gpu):
     # per-sub-graph clipping and the optimizer on a device batch: no host copy, same result
-    from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ldpfast.sampling import HeterPoisson
 
     data = _graph(n=300, e=2400)
@@ -579,7 +579,7 @@ def test_gpu_dprr_fit_randomised_graphs_equal_cpu():
 @pytest.mark.cuda
 @gpu
 def test_gpu_dpsgd_step_equals_cpu_noise_and_close_gradients():
-    from ldpfast.dpsgd import (
+    from ldpfast.privacy.dpsgd import (
         DPOptimizer,
         SubgraphGradSampleModule,
         clipped_sum_loop,

@@ -16,8 +16,8 @@ import torch
 import torch.multiprocessing as mp
 
 from ldpfast.distributed import ddp
-from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ldpfast.methods.heterpoisson import build_model
+from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ldpfast.sampling import HeterPoisson
 
 SEED = 0x1234_5678_9ABC_DEF0

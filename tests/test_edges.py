@@ -615,8 +615,8 @@ def test_bad_data_inputs():
 def test_transforms_copy_and_ledger():
     from torch_geometric.data import Data
 
-    from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
     from ldpfast.privacy.report_once import input_seed
+    from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
 
     csr = random_graph(200, 600, 15)
     ei = csr.to_edge_index()
@@ -645,9 +645,9 @@ def test_transforms_copy_and_ledger():
 def test_transform_on_csr_stored_graph_keeps_csr_consistent():
     from torch_geometric.data import Data
 
-    from ldpfast._edge_transforms import DPRR
     from ldpfast.graph import csr_of
     from ldpfast.privacy.report_once import input_seed
+    from ldpfast.transforms.edges import DPRR
 
     csr = random_graph(300, 900, 16)
     data = Data(num_nodes=300)
@@ -751,8 +751,8 @@ def test_transforms_equal_their_mechanism_for_every_input_form():
     the derived seed: from a sorted edge_index, an unsorted one and a stored CSR."""
     from torch_geometric.data import Data
 
-    from ldpfast._edge_transforms import DPRR, LocalLap, RREdges
     from ldpfast.privacy.report_once import input_seed
+    from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
 
     n = 400
     csr = random_graph(n, 1600, 34)

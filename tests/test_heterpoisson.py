@@ -444,7 +444,7 @@ def _net(kind, d_in=6, hidden=16, n_cls=3, layers=2):
 def test_vectorised_clipping_equals_loop(kind):
     """Per-sub-graph norms and the clipped sum equal a Python loop over the sub-graphs to
     1e-5 relative, and every clipped per-sub-graph gradient has norm <= C."""
-    from ldpfast.dpsgd import (
+    from ldpfast.privacy.dpsgd import (
         SubgraphGradSampleModule,
         flat_grad,
         per_subgraph_gradients_loop,
@@ -479,7 +479,7 @@ def test_clipping_with_center_only_head_and_multiple_uses():
     import torch.nn.functional as F
     from torch_geometric.nn import GCNConv
 
-    from ldpfast.dpsgd import SubgraphGradSampleModule, clipped_sum_loop, flat_grad
+    from ldpfast.privacy.dpsgd import SubgraphGradSampleModule, clipped_sum_loop, flat_grad
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -508,7 +508,7 @@ def test_clipping_with_center_only_head_and_multiple_uses():
 def test_unsupported_layers_are_refused():
     from torch_geometric.nn import GATConv
 
-    from ldpfast.dpsgd import SubgraphGradSampleModule
+    from ldpfast.privacy.dpsgd import SubgraphGradSampleModule
 
     with pytest.raises(TypeError, match="BatchNorm"):
         SubgraphGradSampleModule(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)))
@@ -522,7 +522,7 @@ def test_dp_optimizer_noise_scale_and_determinism():
     """Noise on the clipped sum is N(0, (2 C sigma)^2) per coordinate (chi2 test on the
     variance, false-alarm rate ALPHA = 1e-3), divided by the expected batch size; the same
     seed gives the same noise."""
-    from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 
     data = random_graph(n=200, m=2000, seed=13)
     b = HeterPoisson(data, 0.3, 2.0, seed=5).sample(0)
@@ -552,7 +552,7 @@ def test_dp_optimizer_noise_scale_and_determinism():
 
 
 def test_dp_optimizer_validation():
-    from ldpfast.dpsgd import DPOptimizer, SubgraphGradSampleModule
+    from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule
 
     net = _net("gcn")
     gsm = SubgraphGradSampleModule(net)
@@ -645,7 +645,7 @@ def test_audit_stays_below_accountant(one_torch_thread):
     canary test (20000 runs): every empirical eps lower bound (95% confidence) is below the
     accountant's eps.  The probability that a correct implementation fails this is at most
     the 5% non-coverage of the bound, and much less here (the bound is far below)."""
-    from ldpfast.audit import audit_heterpoisson
+    from ldpfast.privacy.audit import audit_heterpoisson
 
     data = planted_graph(n=300, seed=2)
     r = audit_heterpoisson(data, q_b=0.2, M=2.0, T=40, delta=1e-5, eps=2.0, num_observations=60, hidden=8)
@@ -662,7 +662,7 @@ def test_audit_stays_below_accountant(one_torch_thread):
 def test_audit_detects_too_little_noise():
     """Mutation test: with 0.3x the calibrated noise the audit's lower bound exceeds the
     accountant's eps, so the audit is not vacuous."""
-    from ldpfast.audit import audit_heterpoisson
+    from ldpfast.privacy.audit import audit_heterpoisson
 
     data = planted_graph(n=300, seed=3)
     r = audit_heterpoisson(data, q_b=0.2, M=2.0, T=40, delta=1e-5, eps=2.0, train_model=False,

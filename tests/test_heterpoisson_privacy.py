@@ -29,7 +29,7 @@ from scipy import stats
 from torch_geometric.data import Data
 
 from ldpfast.graph import clean_edge_index
-from ldpfast.privacy.accountant import HeterPoissonAccountant, heterpoisson_mixture, mog_rdp
+from ldpfast.privacy.accountants import HeterPoissonAccountant, heterpoisson_mixture, mog_rdp
 from ldpfast.sampling import HeterPoisson
 
 Z_FALSE_ALARM = 5.0  # |z| > 5: two-sided false-alarm rate 5.7e-7 per check
@@ -507,8 +507,8 @@ def test_fit_report_holds_no_seed(model, setting, one_thread):
 
 
 def test_audit_and_accountant_reports_hold_no_seed():
-    from ldpfast.audit import audit_heterpoisson
     from ldpfast.methods._common import public_command
+    from ldpfast.privacy.audit import audit_heterpoisson
 
     r = audit_heterpoisson(planted(n=80, seed=3), q_b=0.3, M=1.0, T=5, delta=1e-5, eps=4.0, train_model=False,
                            num_observations=20, runs=100, seed=SEED)

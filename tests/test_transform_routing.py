@@ -38,12 +38,12 @@ from _fake_cuda import (
 from torch_geometric.data import Data
 
 from ldpfast import _backend
-from ldpfast import _edge_transforms as ET
 from ldpfast.graph import CSR, to_csr
 from ldpfast.mechanisms import edges as E
 from ldpfast.privacy import Ledger
 from ldpfast.privacy import report_once as R
 from ldpfast.transforms import DPRR, GRRFS, LocalLap, MultiBit, OneBit, RREdges, RRLabels
+from ldpfast.transforms import edges as ET
 
 
 def _fingerprint(log):

@@ -14,9 +14,9 @@ Protocol of one step ``t`` (Algorithm 1 of paper 003, split over ``W`` ranks):
    A sub-graph depends only on ``(seed, t, centre)``, so the union of the shares is the
    single-process batch;
 2. every rank computes its clipped per-sub-graph gradient sum (the unchanged
-   :class:`ldpfast.dpsgd.SubgraphGradSampleModule`);
+   :class:`ldpfast.privacy.dpsgd.SubgraphGradSampleModule`);
 3. rank 0 adds the Gaussian noise, drawn once, from the generator the single-process
-   :class:`ldpfast.dpsgd.DPOptimizer` uses (same seed, same draws in the same parameter
+   :class:`ldpfast.privacy.dpsgd.DPOptimizer` uses (same seed, same draws in the same parameter
    order); the other ranks add nothing;
 4. one all-reduce (sum) of the flattened gradients; every rank divides by the expected
    batch size and takes the same optimizer step, so the replicas stay equal.
@@ -25,7 +25,7 @@ The released gradient is therefore ``sum_b clip(g_b) + N(0, (2 C sigma)^2 I)`` e
 one process; only the order of the floating-point additions differs (per-rank partial sums,
 then the all-reduce), so the trained model equals the single-process model **up to the
 reduction order** (float32 round-off), not bit for bit.  The accountant is unchanged
-(:class:`ldpfast.privacy.accountant.HeterPoissonAccountant` with the same ``q_b, M, sigma, T``).
+(:class:`ldpfast.privacy.accountants.HeterPoissonAccountant` with the same ``q_b, M, sigma, T``).
 
 At start-up the ranks all-gather ``(hash(seed), q_b, M, C, sigma, T)`` and raise if any
 differs (a rank with another seed would sample other sub-graphs and, on rank 0, other
@@ -43,8 +43,8 @@ from typing import Any
 import torch
 
 from .._checks import check_eps, check_int, check_prob, check_real
-from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ..privacy.budget import Spent
+from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ..rng import resolve_seed
 
 __all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "main", "train"]
@@ -113,12 +113,12 @@ def check_agreement(*, seed: int, q_b: float, M: float, C: float, sigma: float, 
 
 
 class DistributedDPOptimizer(DPOptimizer):
-    """:class:`ldpfast.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
+    """:class:`ldpfast.privacy.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
 
-    Same parameters as :class:`~ldpfast.dpsgd.DPOptimizer`, plus ``group`` (process group,
+    Same parameters as :class:`~ldpfast.privacy.dpsgd.DPOptimizer`, plus ``group`` (process group,
     default the world).  With NCCL the parameters live on the GPU; the noise is still drawn
     by the CPU generator (the single process's draws) and moved (GPU path not run here: it
-    also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.dpsgd`).  Rank 0 draws the noise (same generator and order as the
+    also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.privacy.dpsgd`).  Rank 0 draws the noise (same generator and order as the
     single-process optimizer with the same ``seed``) and adds it to its partial sum before
     the all-reduce; the noise is thus drawn once.  ``secure_mode`` is refused: it seeds
     from ``secrets``, and only rank 0 draws, so it would work, but no test covers it yet.
@@ -231,7 +231,7 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
         Bad parameters (named), ranks that disagree (:func:`check_agreement`).
     """
     from ..methods.heterpoisson import build_model
-    from ..privacy.accountant import HeterPoissonAccountant
+    from ..privacy.accountants import HeterPoissonAccountant
     from ..sampling import HeterPoisson
 
     rank, world = _world()

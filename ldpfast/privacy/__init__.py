@@ -9,10 +9,18 @@ integer thresholds the kernels use, GRR-FS budgets, LPGNN's optimal ``m``).  Not
 Theorem 1's ``eps_X`` (:func:`grr_fs_epsilon`) does not bound GRR-FS's privacy loss under
 the LDP definition; the exact guarantee is ``m * eps_x`` (:func:`grr_fs_epsilon_exact`),
 which is what :func:`ldpfast.mechanisms.grr_fs` records by default.
+
+Layout (like Opacus): :mod:`.budget` (the ledger), :mod:`.ldp` (the LDP guarantees),
+:mod:`.report_once` (one report per user), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
+and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer) and
+:mod:`.audit` (the empirical privacy audit).  ``dpsgd`` and ``audit`` are imported on first
+attribute access (they need torch and the HeterPoisson method).
 """
 from __future__ import annotations
 
-from .accountant import (  # noqa: F401
+import importlib
+
+from .accountants import (  # noqa: F401
     DEFAULT_ORDERS,
     HeterPoissonAccountant,
     MixtureAccountant,
@@ -37,3 +45,11 @@ from .ldp import (  # noqa: F401
     onebit_threshold_epsilon,
     optimal_m,
 )
+
+_LAZY = ("audit", "dpsgd", "accountant")  # accountant: deprecated path (issue 12), see its docstring
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

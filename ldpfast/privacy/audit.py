@@ -15,7 +15,7 @@ Estimates returned by :func:`audit_heterpoisson`:
 
 * ``eps_lower``: a lower bound for the whole ``T``-step mechanism with confidence
   ``confidence``: ``runs`` independent ``T``-step runs of the canary coordinate (white-box,
-  fresh coordinate, noise drawn by the :class:`~ldpfast.dpsgd.DPOptimizer`), test statistic
+  fresh coordinate, noise drawn by the :class:`~ldpfast.privacy.dpsgd.DPOptimizer`), test statistic
   the summed log-likelihood ratio of the claimed mixture against ``N(0, (2 C sigma)^2)``,
   threshold chosen on half of the runs, Clopper-Pearson on the other half.  It must stay
   below the accountant's ``eps`` (``eps_accountant``), and it does exceed it when the noise
@@ -36,7 +36,7 @@ Implementation choices
 ----------------------
 * ``canary="fresh"`` (default) puts the canary on a coordinate that no sub-graph gradient
   touches (a white-box Dirac canary on an extra, unused parameter coordinate): the observation
-  is then exactly the noise of :class:`ldpfast.dpsgd.DPOptimizer` plus the canary, the
+  is then exactly the noise of :class:`ldpfast.privacy.dpsgd.DPOptimizer` plus the canary, the
   strongest version of the attack.  ``canary="first"`` is the literal ``[k, 0, ..., 0]`` on the
   first model coordinate, where the other sub-graphs' clipped gradients add variance.
 * Algorithm 4 line 7 inserts the canary "w.p. q_b" *and* draws ``k ~ rho``; ``rho`` already
@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ._checks import check_eps, check_int, check_prob, check_real
+from .._checks import check_eps, check_int, check_prob, check_real
 
 __all__ = ["AuditResult", "audit_heterpoisson", "eps_lower_bound", "main"]
 
@@ -173,10 +173,10 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     seed : int
         Seeds the audit; not recorded in the result.
     """
+    from ..methods.heterpoisson import build_model
+    from ..sampling import HeterPoisson
+    from .accountants import HeterPoissonAccountant, heterpoisson_mixture
     from .dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
-    from .methods.heterpoisson import build_model
-    from .privacy.accountant import HeterPoissonAccountant, heterpoisson_mixture
-    from .sampling import HeterPoisson
 
     q_b = check_prob("q_b", q_b, open_low=True)
     M = check_real("M", M, 0.0)
@@ -249,7 +249,7 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     h = R // 2
     eps_lb, mu, tau, fpr_u, fnr_u = eps_lower_bound(o_w[h:], o_wo[h:], delta, confidence=confidence,
                                                     select=(o_w[:h], o_wo[:h]))
-    from .privacy.accountant import gaussian_epsilon
+    from .accountants import gaussian_epsilon
 
     eps_comp = gaussian_epsilon(mu * math.sqrt(T), 1.0, 1, delta) if mu > 0 else 0.0
 
@@ -279,12 +279,12 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ldpfast.audit``: Algorithm 4 on a real dataset, printed as JSON."""
+    """``python -m ldpfast.privacy.audit``: Algorithm 4 on a real dataset, printed as JSON."""
     import json
 
-    from .datasets import load
+    from ..datasets import load
 
-    p = argparse.ArgumentParser(prog="python -m ldpfast.audit", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ldpfast.privacy.audit", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="facebook", choices=["facebook", "twitch-de"])
     p.add_argument("--eps", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])

@@ -19,7 +19,7 @@ One step of :class:`HeterPoisson` returns a batch of sub-graphs ``G = {G_i}``:
    row, the literal text of line 20.
 
 Which degrees (``degree_model``; the neighbouring relation, see
-:mod:`ldpfast.privacy.accountant`):
+:mod:`ldpfast.privacy.accountants`):
 
 * ``"s2_public_degrees"`` (default): ``D_ot(j)`` is the out-degree of ``j`` in the *whole*
   graph, public and fixed (paper 003's model S2, Definition 4).  When ``data`` is only the
@@ -66,7 +66,7 @@ import torch
 from .. import _backend
 from .._checks import check_int, check_prob, check_real
 from ..graph import CSR, to_csr
-from ..privacy.accountant import check_degree_model, privacy_model
+from ..privacy.accountants import check_degree_model, privacy_model
 from ..rng import resolve_seed
 
 __all__ = ["HeterPoisson", "SubgraphBatch", "candidate_out_degree", "inference_subgraphs", "neighbour_csr",
@@ -358,7 +358,7 @@ class HeterPoisson:
     -----
     Privacy: with per-sub-graph clipping to ``C`` and Gaussian noise (Alg. 1), one step is
     dominated by the mixture of Gaussians of Theorem 2 *for the neighbouring relation*
-    :attr:`privacy_model`; see :class:`ldpfast.privacy.accountant.HeterPoissonAccountant`
+    :attr:`privacy_model`; see :class:`ldpfast.privacy.accountants.HeterPoissonAccountant`
     (same ``degree_model`` / ``degree_bound``).
     """
 
@@ -439,7 +439,7 @@ class HeterPoisson:
     @property
     def privacy_model(self) -> str:
         """The neighbouring relation under which the Theorem 2 accounting of these batches
-        holds (:func:`ldpfast.privacy.accountant.privacy_model`)."""
+        holds (:func:`ldpfast.privacy.accountants.privacy_model`)."""
         return privacy_model(self.degree_model, self.degree_bound)
 
     @property

@@ -27,12 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from . import _backend
-from ._checks import check_eps
-from .mechanisms import edges as _edges
-from .privacy.budget import Ledger
-from .privacy.report_once import IDENTITY_DEFAULT, whole_graph
-from .transforms import ReportOnce
+from .. import _backend
+from .._checks import check_eps
+from ..mechanisms import edges as _edges
+from ..privacy.budget import Ledger
+from ..privacy.report_once import IDENTITY_DEFAULT, whole_graph
+from .base import ReportOnce
 
 __all__ = ["DPRR", "LocalLap", "RREdges"]
 

@@ -1,37 +1,10 @@
-"""PyG transforms around the local-DP randomisers, and feature discretisation helpers.
+"""Feature transforms: the local randomisers on ``data.x`` and feature preprocessing.
 
-Each randomising transform returns a new ``Data`` (the input is never modified: PyG's
-``BaseTransform`` hands ``forward`` a shallow copy, and only new tensors are assigned) and
-appends a :class:`~ldpfast.privacy.Spent` to the ledger ``data.ldp_ledger`` (a new
-:class:`~ldpfast.privacy.Ledger` holding the previous entries), so a pipeline can report
-the total budget spent::
-
-    data = GroupBinaryFeatures(25)(data)                 # RGNN preprocessing (Cora)
-    data = GRRFS(eps_x=1.0, m=10, seed=0)(data)
-    data = RRLabels(eps=1.0, seed=1)(data)
-    print(Ledger.of(data))                               # features m*eps_x + labels eps
-
-One report per user: each randomising transform derives the randomness of an input from its
-secret seed and the input's identity (:class:`ReportOnce`), so re-applying it to the same
-raw input returns the same report, and two graphs never share random bits.  Use them as a
-dataset's ``pre_transform`` (randomised once and stored); as ``transform=`` they are safe
-too.  The seed is never recorded in the ledger.
-
-CUDA: every transform (these and the edge transforms ``DPRR``, ``RREdges``, ``LocalLap``)
-accepts a ``Data`` on the GPU and keeps it there: the input's identity is a keyed
-fingerprint computed by a CUDA kernel on the device (16 bytes per tensor come back, the seed
-being a host integer), the randomisers run their CUDA kernels, and the same secret seed gives
-the same bits as on the CPU.  Host syncs remain for input checks and output sizes.
-
-Transforms
-----------
-* :class:`GRRFS` (RGNN), :class:`MultiBit` and :class:`OneBit` (LPGNN) on ``data.x``;
-* :class:`RRLabels` on ``data.y``; by default the nodes of ``train_mask | val_mask``
-  report labels, as in both papers' code (LPGNN ``LabelPerturbation``, RGNN ``GRR`` with
-  ``train_and_val=True``): test labels stay clean for evaluation.  The mask used is stored
-  as ``data.y_rr_mask``.
-* :class:`GroupBinaryFeatures`, :class:`Discretize`: preprocessing (no privacy cost as
-  long as their parameters are public, see each docstring).
+* :class:`GRRFS` (RGNN section IV-A), :class:`MultiBit` and :class:`OneBit` (LPGNN
+  Algorithm 1, rectified by eq. 4): randomise ``data.x``, one report per node, and record
+  the budget in ``data.ldp_ledger`` (:class:`~ldpfast.transforms.base.ReportOnce`).
+* :class:`GroupBinaryFeatures`, :class:`Discretize` (and the functions behind them):
+  preprocessing, no privacy cost as long as their parameters are public.
 """
 from __future__ import annotations
 
@@ -40,54 +13,16 @@ import math
 import torch
 from torch_geometric.transforms import BaseTransform
 
-from ._checks import check_int, check_tensor
-from .mechanisms.features import grr_fs, multibit_encode, multibit_rectify, onebit
-from .mechanisms.labels import rr_labels
-from .privacy.budget import Ledger, Spent
-from .privacy.report_once import IDENTITY_DEFAULT, check_identity, input_seed, whole_graph
-from .rng import resolve_seed
+from .._checks import check_int, check_tensor
+from ..mechanisms.features import grr_fs, multibit_encode, multibit_rectify, onebit
+from ..privacy.report_once import IDENTITY_DEFAULT
+from .base import ReportOnce, _record
 
 __all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "MultiBit", "OneBit",
-           "RRLabels", "ReportOnce", "discretize", "group_binary_features", "quantile_boundaries"]
+           "discretize", "group_binary_features", "quantile_boundaries"]
 
 #: Binary features grouped into one categorical feature by RGNN (section V-A1).
 RGNN_GROUP_SIZES = {"citeseer": 70, "cora": 25, "dblp": 50, "facebook": 100}
-
-
-def _record(data, spent: Spent) -> None:
-    data.ldp_ledger = Ledger(list(Ledger.of(data).entries)).add(spent)
-
-
-class ReportOnce(BaseTransform):
-    """Base of the randomising transforms: one LDP report per input.
-
-    The transform keeps a secret seed (the ``seed`` argument, or 64 bits drawn from the OS
-    once, when the transform is made) and derives each input's randomness from it and a
-    stable identity of the input (:mod:`ldpfast.privacy.report_once`).  Applying the same
-    transform again to the same raw input gives the same report, so it is safe as a
-    ``transform=`` that runs on every ``dataset[i]``; two different graphs get independent
-    randomness.  ``pre_transform=`` (randomise once, store the result) is still the
-    recommended use.  The seed is never written to the ledger or the ``repr``.
-
-    Parameters (shared by every subclass)
-    -------------------------------------
-    seed : int, optional
-        The secret seed in ``[0, 2**64)``; ``None`` draws one from the OS now.  Keep it to
-        reproduce a run; never publish it (it rebuilds the noise).
-    identity : str
-        ``"content"`` (default): a fingerprint of the input's content.  Or the name of a
-        ``Data`` attribute that identifies the input (e.g. ``"graph_id"``) when different
-        users' graphs may have identical content.
-    """
-
-    def _init_report_once(self, seed, identity) -> None:
-        self._seed = resolve_seed(seed)
-        self.identity = check_identity(identity)
-
-    def _input_seed(self, data) -> int:
-        whole_graph(data, type(self).__name__)
-        return input_seed(self._seed, type(self).__name__, data, self.identity,
-                          getattr(self, "backend", None))
 
 
 def _features(data):
@@ -213,79 +148,6 @@ class OneBit(MultiBit):
         super().__init__(eps, None, alpha, beta, rectify, seed, backend, identity=identity)
 
 
-class RRLabels(ReportOnce):
-    """Randomized response on ``data.y`` (LPGNN eq. 11, RGNN section IV-B).
-
-    Parameters
-    ----------
-    eps : float
-        Label budget ``eps_y``.
-    mask : {"train_val", "train", "all"}, str attribute name, or bool tensor
-        Nodes that report their label.  ``"train_val"`` (default): ``train_mask | val_mask``
-        when the data has both (what LPGNN's and RGNN's code do; test labels stay clean),
-        else all nodes.  Any other string names a bool attribute of ``data``.
-    num_classes : int, optional
-        Default: ``data.num_classes`` if set, else ``int(y.max()) + 1`` (the class count
-        is treated as public).
-    seed : int, optional
-        Secret seed (see :class:`ReportOnce`); never recorded.
-    backend : str, optional
-    identity : str
-        How an input is identified (see :class:`ReportOnce`).  Split masks are not part
-        of the identity, so a node's report does not change with the split.
-
-    The mask used is stored as ``data.y_rr_mask``.  Privacy: ``eps``-LDP per node.
-    """
-
-    def __init__(self, eps: float, mask="train_val", num_classes: int | None = None,
-                 seed: int | None = None, backend: str | None = None, *,
-                 identity: str = IDENTITY_DEFAULT):
-        self.eps, self.mask, self.num_classes = eps, mask, num_classes
-        self.backend = backend
-        self._init_report_once(seed, identity)
-
-    def _mask(self, data, n):
-        mk = self.mask
-        if isinstance(mk, torch.Tensor):
-            return mk
-        if mk == "all":
-            return torch.ones(n, dtype=torch.bool, device=data.y.device)
-        if mk == "train_val":
-            tr, va = getattr(data, "train_mask", None), getattr(data, "val_mask", None)
-            if tr is None or va is None:
-                return torch.ones(n, dtype=torch.bool, device=data.y.device)
-            return tr | va
-        if mk == "train":
-            mk = "train_mask"
-        if isinstance(mk, str):
-            t = getattr(data, mk, None)
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"mask: data has no bool tensor attribute {mk!r}")
-            return t
-        raise TypeError(f"mask: expected 'train_val', 'train', 'all', an attribute name or a bool "
-                        f"tensor, got {type(mk).__name__}")
-
-    def forward(self, data):
-        y = getattr(data, "y", None)
-        if y is None:
-            raise ValueError("data.y: the transform needs node labels")
-        c = self.num_classes
-        if c is None:
-            c = getattr(data, "num_classes", None)
-            if not isinstance(c, int):
-                c = int(y.max()) + 1 if y.numel() else 1
-        mask = self._mask(data, y.shape[0])
-        out, spent = rr_labels(y, c, self.eps, self._input_seed(data), mask=mask,
-                               backend=self.backend)
-        data.y = out
-        data.y_rr_mask = mask
-        _record(data, spent)
-        return data
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(eps={self.eps}, mask={self.mask!r})"
-
-
 # --- discretisation ---------------------------------------------------------------------------
 def group_binary_features(x: torch.Tensor, group_size: int) -> torch.Tensor:
     """RGNN's grouping of sparse binary features (section V-A1, Table I).
@@ -383,12 +245,3 @@ class Discretize(BaseTransform):
 
 
 # --- edge-LDP transforms live with their kernels (DESIGN: ``lf.transforms.DPRR(...)``) ---------
-_EDGE_TRANSFORMS = ("DPRR", "LocalLap", "RREdges")
-
-
-def __getattr__(name):
-    if name in _EDGE_TRANSFORMS:
-        from . import _edge_transforms
-
-        return getattr(_edge_transforms, name)
-    raise AttributeError(f"module 'ldpfast.transforms' has no attribute {name!r}")

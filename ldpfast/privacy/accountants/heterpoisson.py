@@ -1,4 +1,4 @@
-"""Mixture-of-Gaussians accountant for HeterPoisson node-level DP-SGD.
+"""Mixture-of-Gaussians accountant for HeterPoisson node-level DP-SGD (Theorem 2).
 
 Paper: Z. Xiang, T. Wang and D. Wang, "Preserving Node-level Privacy in Graph Neural
 Networks" (``shared/papers/003_a68cceb6d6862899.txt``), Definition 7 (MoG mechanism),
@@ -10,7 +10,7 @@ Everything is in the paper's units: per-sub-graph gradients clipped to norm ``C 
 one sub-graph moves the noisy sum by at most ``1/2`` and ``k`` sub-graphs that each *change*
 by at most ``2 * 0.5 = 1``.  ``sigma`` is the standard deviation of the Gaussian noise in
 those units; with a general clipping norm ``C`` the noise actually added is
-``N(0, (2 C sigma)^2 I)`` (:mod:`ldpfast.dpsgd` does this scaling).
+``N(0, (2 C sigma)^2 I)`` (:mod:`ldpfast.privacy.dpsgd` does this scaling).
 
 Theorem 2
 ---------
@@ -109,70 +109,27 @@ Two things the theorem leaves implicit are handled explicitly here:
    (Facebook / Twitch-DE, ``M`` in 1..4).  ``degrees="all"`` evaluates every ``D`` (slow; the
    tests check it agrees with the default on small graphs).
 
-Numerical integration
----------------------
-With ``x ~ N(0, 1)`` and ``r(x) = Q/P = sum_i p_i exp(mu_i x - mu_i^2 / 2)`` (``mu_i = c_i /
-sigma``) the two Rényi moments are ``E[r^alpha]`` and ``E[r^(1-alpha)]``.  Both are computed
-in log space by the trapezoid rule on ``[-L, alpha mu_max + U]``; ``L, U`` are chosen from
-explicit tail bounds (``Phi(-z) <= exp(-z^2/2)/2``, ``r <= 1`` for ``x <= 0``, the power-mean
-inequality for ``x`` large, ``r >= p_j exp(mu_j x - mu_j^2/2)`` for the reciprocal moment) so
-that the truncated mass is below ``1e-30`` of the moment, and the step is halved until the
-rule with step ``h`` and ``2h`` agree to ``rtol`` (default ``1e-10``, relative).  The
-trapezoid rule converges geometrically for these analytic integrands, so ``|I_h - I_2h|``
-bounds the error of ``I_h``; it is added to the moment before the logarithm, so every
-returned RDP value is an upper estimate, accurate to about ``rtol / (alpha - 1)`` absolute.
-Single-component mixtures (``q_b = 1``) use the closed form ``alpha c^2 / (2 sigma^2)``.
-
-PLD figure
-----------
-:meth:`HeterPoissonAccountant.pld_epsilon` gives an independent, tighter figure with
-Google's ``dp_accounting`` (0.6): ``pld.privacy_loss_distribution.
-from_mixture_gaussian_mechanism`` (which wraps ``privacy_loss_mechanism.
-MixtureGaussianPrivacyLoss``, both adjacency directions, pessimistic discretisation),
-composed ``T`` times, at the worst ``D`` of the RDP scan, ``D = 1`` and the Poisson limit.  It
-keeps components up to a cap whose tail is below ``1e-12 delta / T`` and charges
-``e^eps T tail`` to ``delta`` by the same coupling.  Composing PLDs is exact up to
-discretisation, RDP composition plus conversion is not, so ``eps_PLD <= eps_RDP`` up to the
-discretisation error (``value_discretization_interval``, default ``1e-3``): the tests check
-this relationship and both figures against the plain Gaussian mechanism where the mixture
-degenerates (``q_b = 1``).
+The numerical integration of the Rényi moments: :mod:`.rdp`; the PLD figure: :mod:`.pld`.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from .._checks import check_eps, check_int, check_prob, check_real
+from ..._checks import check_eps, check_int, check_prob, check_real
+from .base import PrivacyReport, _Calibrating, _check_T
+from .pld import _pld_eps
+from .rdp import DEFAULT_ORDERS, _check_orders, _eps_lazy, _mog_rdp_batch, rdp_to_epsilon
 
-__all__ = [
-    "DEFAULT_ORDERS",
-    "DEGREE_MODELS",
-    "HeterPoissonAccountant",
-    "MixtureAccountant",
-    "PrivacyReport",
-    "gaussian_epsilon",
-    "heterpoisson_mixture",
-    "mog_rdp",
-    "privacy_model",
-    "rdp_to_epsilon",
-    "tail_bound",
-]
-
-DEFAULT_ORDERS = tuple(float(a) for a in np.round(np.concatenate([
-    1 + np.arange(1, 20) / 20.0, np.arange(2.0, 10.01, 0.5), np.arange(11.0, 21.0),
-    [24.0, 28.0, 32.0, 40.0, 48.0, 64.0]]), 6))
-"""Rényi orders scanned by default (1.05 .. 64)."""
+__all__ = ["DEGREE_MODELS", "HeterPoissonAccountant", "check_degree_model", "heterpoisson_mixture",
+           "privacy_model", "tail_bound"]
 
 DEGREE_MODELS = ("s2_public_degrees", "public_bound")
 """Neighbouring relations the HeterPoisson accounting is stated for (module docstring)."""
 DEGREE_BOUND_MAX = 2**31 - 1
-
-_TAIL_LOG_TOL = math.log(1e-30)  # truncated mass of the integration domain, relative
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 # ----------------------------------------------------------------------------- models
@@ -205,433 +162,6 @@ def privacy_model(degree_model: str = "s2_public_degrees", degree_bound: int | N
             f"peripheral probability min(1, M / {degree_bound}) from the public degree bound only; holds over "
             f"graphs in which every node has at most {degree_bound} out-neighbours among the candidate "
             f"central nodes (the sampler refuses other graphs)")
-
-
-# ----------------------------------------------------------------------------- MoG RDP
-def _check_orders(orders) -> np.ndarray:
-    a = np.asarray(orders, dtype=np.float64).reshape(-1)
-    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 1):
-        raise ValueError("orders: expected finite Rényi orders > 1")
-    return a
-
-
-def _check_mixture(sensitivities, probs) -> tuple[np.ndarray, np.ndarray]:
-    c = np.asarray(sensitivities, dtype=np.float64).reshape(-1)
-    p = np.asarray(probs, dtype=np.float64).reshape(-1)
-    if c.size == 0 or c.size != p.size:
-        raise ValueError("sensitivities, probs: expected two non-empty 1-D arrays of equal length")
-    if not np.all(np.isfinite(c)) or np.any(c < 0):
-        raise ValueError("sensitivities: expected finite values >= 0")
-    if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ValueError("probs: expected probabilities in [0, 1]")
-    if abs(p.sum() - 1.0) > 1e-9:
-        raise ValueError(f"probs: expected to sum to 1, got {p.sum()!r}")
-    keep = p > 0
-    c, p = c[keep], p[keep]
-    if np.all(c == 0):
-        raise ValueError("sensitivities: at least one positive sensitivity with positive probability")
-    return c, p
-
-
-def _zeta(log_c: float) -> float:
-    """z with Phi(-z) * exp(log_c) <= 1e-30 (Chernoff: Phi(-z) <= exp(-z^2/2) / 2)."""
-    return math.sqrt(2.0 * max(0.0, log_c - _TAIL_LOG_TOL))
-
-
-def _lse(a: np.ndarray, axis: int = -1) -> np.ndarray:
-    m = np.max(a, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(a - m), axis=axis))
-
-
-def _log_moments(mu: np.ndarray, logw: np.ndarray, alpha: float, rtol: float):
-    """log E[r^alpha], log E[r^(1-alpha)] for a batch of mixtures.
-
-    mu: (K,) standardised sensitivities, logw: (B, K) log weights (-inf allowed).
-    Returns (lp, lm, err_p, err_m): log moments (B,) and relative error bounds (B,).
-    """
-    mu_max = float(mu.max())
-    K = mu.size
-    # heaviest component of each mixture, for the reciprocal moment's tails
-    j = np.argmax(logw, axis=1)
-    log_cj = (1 - alpha) * logw[np.arange(logw.shape[0]), j] + alpha * (alpha - 1) * mu[j] ** 2 / 2
-    shift = float(np.max((alpha - 1) * mu[j]))
-    lo = -max(_zeta(0.0), shift + _zeta(float(np.max(log_cj))))
-    hi = max(alpha * mu_max + _zeta((alpha - 1) * math.log(K)), _zeta(float(np.max(log_cj))))
-    h = min(0.1, 2.0 / (mu_max + 1.0))
-    for _ in range(12):
-        n = math.ceil((hi - lo) / h)
-        n += n % 2  # even number of intervals, so the 2h rule uses every other point
-        x = lo + h * np.arange(n + 1)
-        lr = _lse(logw[:, :, None] + mu[None, :, None] * x[None, None, :]
-                  - 0.5 * mu[None, :, None] ** 2, axis=1)                    # (B, N)
-        lphi = -0.5 * x * x - _LOG_SQRT_2PI
-        out = []
-        for expo in (alpha, 1.0 - alpha):
-            f = expo * lr + lphi
-            # trapezoid with step h and 2h (end points carry negligible mass)
-            ih = _lse(f, axis=1) + math.log(h)
-            i2 = _lse(f[:, ::2], axis=1) + math.log(2 * h)
-            rel = np.abs(np.expm1(i2 - ih))
-            out.append((ih, rel))
-        (lp, ep), (lm, em) = out
-        if max(float(ep.max()), float(em.max())) <= rtol or h < 1e-5:
-            break
-        h /= 2
-    return lp, lm, ep, em
-
-
-@dataclass(frozen=True)
-class MoGRDP:
-    """Per-step RDP of a mixture-of-Gaussians mechanism (Definition 7).
-
-    Attributes
-    ----------
-    orders : np.ndarray
-    mix_gauss : np.ndarray
-        ``D_alpha(Q || P)`` with ``Q`` the mixture, ``P = N(0, sigma^2)``.
-    gauss_mix : np.ndarray
-        ``D_alpha(P || Q)``.
-    rdp : np.ndarray
-        ``max`` of the two (Theorem 2), upper estimates (numerical error added).
-    error : np.ndarray
-        Bound on the absolute numerical error of ``rdp`` (already included in it).
-    """
-
-    orders: np.ndarray
-    mix_gauss: np.ndarray
-    gauss_mix: np.ndarray
-    rdp: np.ndarray
-    error: np.ndarray
-
-
-def _mog_rdp_order(c: np.ndarray, logw: np.ndarray, sigma: float, alpha: float, rtol: float):
-    """(D(Q||P), D(P||Q), error) arrays (B,) at one order for B mixtures on the support c."""
-    mu = c / sigma
-    B, K = logw.shape
-    # chunk the mixtures so that the (chunk, K, grid) work array stays below ~4M doubles
-    span = alpha * float(mu.max()) + 40.0
-    npts = span / min(0.1, 2.0 / (float(mu.max()) + 1.0))
-    chunk = max(1, int(4e6 // max(1.0, K * npts)))
-    mg, gm, err = np.empty(B), np.empty(B), np.empty(B)
-    for s in range(0, B, chunk):
-        lp, lm, ep, em = _log_moments(mu, logw[s:s + chunk], alpha, rtol)
-        mg[s:s + chunk] = (lp + np.log1p(ep)) / (alpha - 1)
-        gm[s:s + chunk] = (lm + np.log1p(em)) / (alpha - 1)
-        err[s:s + chunk] = np.maximum(np.log1p(ep), np.log1p(em)) / (alpha - 1)
-    # Rényi divergences are >= 0; tiny negative values are rounding
-    return np.maximum(mg, 0.0), np.maximum(gm, 0.0), err
-
-
-def _mog_rdp_batch(c: np.ndarray, logw: np.ndarray, sigma: float, orders: np.ndarray, rtol: float):
-    """RDP arrays (B, A) for B mixtures sharing the support c."""
-    B, A = logw.shape[0], orders.size
-    mg, gm, err = np.empty((B, A)), np.empty((B, A)), np.empty((B, A))
-    for a, alpha in enumerate(orders):
-        mg[:, a], gm[:, a], err[:, a] = _mog_rdp_order(c, logw, sigma, float(alpha), rtol)
-    return mg, gm, err
-
-
-def _mog_rdp_lower(c: np.ndarray, logw: np.ndarray, sigma: float, alpha: float) -> np.ndarray:
-    """Cheap lower bound on D_alpha(Q||P) per mixture: (a + b)^alpha >= a^alpha + b^alpha,
-    so E[r^alpha] >= max_i p_i^alpha exp(alpha (alpha - 1) mu_i^2 / 2)."""
-    mu = c / sigma
-    with np.errstate(invalid="ignore"):
-        t = alpha * logw + alpha * (alpha - 1) * mu[None, :] ** 2 / 2
-    t = np.where(np.isnan(t), -np.inf, t)
-    return np.maximum(np.max(t, axis=1), 0.0) / (alpha - 1)
-
-
-def mog_rdp(sensitivities, probs, sigma: float, orders=DEFAULT_ORDERS, *, rtol: float = 1e-10) -> MoGRDP:
-    """Rényi DP of one step of the scalar MoG mechanism (paper Definition 7).
-
-    ``P = N(0, sigma^2)``, ``Q = sum_i probs[i] N(sensitivities[i], sigma^2)``; returns both
-    ``D_alpha(Q||P)``, ``D_alpha(P||Q)`` and their maximum, by the numerical integration
-    described in the module docstring (relative precision ``rtol`` on the Rényi moments).
-    A vector MoG is dominated by the scalar one with the norms as sensitivities (paper
-    Corollary 1), so this bounds per-sub-graph clipped Gaussian sums.
-
-    Parameters
-    ----------
-    sensitivities : array_like
-        ``c_i >= 0``.
-    probs : array_like
-        ``p_i`` in [0, 1], summing to 1.
-    sigma : float
-        Noise standard deviation, > 0.
-    orders : array_like
-        Rényi orders, > 1.
-    rtol : float
-        Relative precision of the numerical integration, in [1e-14, 1e-3].
-    """
-    c, p = _check_mixture(sensitivities, probs)
-    sigma = check_eps("sigma", sigma)
-    orders = _check_orders(orders)
-    rtol = check_real("rtol", rtol, 1e-14, 1e-3)
-    if c.size == 1:  # plain Gaussian mechanism: closed form, both directions equal
-        v = orders * c[0] ** 2 / (2 * sigma**2)
-        return MoGRDP(orders, v, v.copy(), v.copy(), np.zeros_like(v))
-    mg, gm, err = _mog_rdp_batch(c, np.log(p)[None, :], sigma, orders, rtol)
-    return MoGRDP(orders, mg[0], gm[0], np.maximum(mg[0], gm[0]), err[0])
-
-
-def rdp_to_epsilon(orders, rdp, delta: float) -> tuple[float, float]:
-    """(eps, best order) from total RDP values by the paper's Theorem 1.
-
-    ``eps = rdp(alpha) + log((alpha-1)/alpha) - (log delta + log alpha) / (alpha - 1)``,
-    minimised over the given orders (Balle et al. 2020, Theorem 21).
-    """
-    orders = _check_orders(orders)
-    rdp = np.asarray(rdp, dtype=np.float64).reshape(-1)
-    if rdp.size != orders.size:
-        raise ValueError("rdp: expected one value per order")
-    delta = check_prob("delta", delta, open_low=True, open_high=True)
-    eps = rdp + np.log((orders - 1) / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
-    eps = np.where(np.isnan(eps), np.inf, eps)
-    i = int(np.argmin(eps))
-    return max(0.0, float(eps[i])), float(orders[i])
-
-
-def _eps_with_tail(orders, rdp_total, delta: float, tail_T: float) -> tuple[float, float]:
-    """min over orders of eps such that delta' + e^eps * tail_T <= delta, where eps is the
-    Theorem 1 conversion at delta' (module docstring, item 1)."""
-    orders = np.asarray(orders, dtype=np.float64)
-    rdp_total = np.asarray(rdp_total, dtype=np.float64)
-    if tail_T <= 0:
-        return rdp_to_epsilon(orders, rdp_total, delta)
-    best, best_a = math.inf, float(orders[0])
-    base = rdp_total + np.log((orders - 1) / orders) - np.log(orders) / (orders - 1)
-    for a, b in zip(orders, base):
-        if not math.isfinite(b):
-            continue
-
-        def f(e, a=a, b=b):
-            dp = delta - math.exp(min(e, 700.0)) * tail_T
-            return math.inf if dp <= 0 else b - math.log(dp) / (a - 1)
-
-        # f is increasing; iterating e <- f(e) from below climbs to the least fixed point
-        e = max(0.0, b - math.log(delta) / (a - 1))
-        for _ in range(200):
-            fe = f(e)
-            if not math.isfinite(fe):
-                e = math.inf
-                break
-            if fe <= e:
-                break
-            e = fe + 1e-12 * max(1.0, abs(fe))
-        if e < best:
-            best, best_a = e, float(a)
-    return max(0.0, best), best_a
-
-
-def gaussian_epsilon(sensitivity: float, sigma: float, T: int, delta: float) -> float:
-    """Exact (eps, delta) curve of ``T`` compositions of the Gaussian mechanism: the
-    composition is the Gaussian mechanism with ``mu = sqrt(T) sensitivity / sigma``, and
-    ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Balle & Wang 2018) is
-    inverted by bisection.  Reference for the degenerate mixture (tests)."""
-    mu = math.sqrt(T) * sensitivity / sigma
-
-    def dlt(e):
-        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
-
-    if dlt(0.0) <= delta:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while dlt(hi) > delta:
-        hi *= 2
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if dlt(mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def _eps_lazy(c, logw, labels, sigma, T, delta, tail_T, orders, rtol):
-    """min over orders (and max over the mixtures, rows of ``logw``) of the Theorem 1 eps,
-    with ``delta`` reduced by ``e^eps tail_T``.  Orders whose cheap RDP lower bound already
-    gives a larger eps than the best found are skipped: they cannot be the minimiser.
-    Returns ``(eps, order, label of the worst mixture)``."""
-    best = (math.inf, float(np.min(orders)), labels[0])
-    for alpha in np.sort(np.asarray(orders, dtype=np.float64)):
-        alpha = float(alpha)
-        lb = float(np.max(_mog_rdp_lower(c, logw, sigma, alpha)))
-        e_lb, _ = _eps_with_tail(np.array([alpha]), np.array([T * lb]), delta, tail_T)
-        if e_lb >= best[0]:
-            continue
-        mg, gm, _ = _mog_rdp_order(c, logw, sigma, alpha, rtol)
-        both = np.maximum(mg, gm)
-        i = int(np.argmax(both))
-        e, _ = _eps_with_tail(np.array([alpha]), np.array([T * both[i]]), delta, tail_T)
-        if e < best[0]:
-            best = (e, alpha, labels[i])
-    return best
-
-
-# ----------------------------------------------------------------------------- reports
-@dataclass
-class PrivacyReport:
-    """What one accountant call found.
-
-    Attributes
-    ----------
-    eps, delta : float
-        The guarantee: ``(eps, delta)``-DP for the neighbouring relation ``model``.
-    sigma : float
-        Noise standard deviation in the paper's units (clip norm 0.5).
-    T : int
-        Number of steps.
-    method : str
-        ``"rdp"`` (Theorem 2 + Theorem 1) or ``"pld"`` (dp_accounting).
-    order : float or None
-        Best Rényi order (RDP).
-    K : int or None
-        Cap on the peripheral count (module docstring, item 1).
-    delta_tail : float
-        Part of ``delta`` charged to the capped tail, ``e^eps T tail(K)``.
-    worst_degree : float or None
-        Out-degree ``D`` attaining the maximum at the best order (``inf``: Poisson limit).
-    params : dict
-        ``q_b``, ``M``, ``num_nodes`` and the numerical settings.
-    model : str
-        The neighbouring relation the guarantee holds for (:func:`privacy_model`).
-    """
-
-    eps: float
-    delta: float
-    sigma: float
-    T: int
-    method: str
-    order: float | None = None
-    K: int | None = None
-    delta_tail: float = 0.0
-    worst_degree: float | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    model: str = ""
-
-    def __post_init__(self):
-        self.eps, self.delta, self.sigma = float(self.eps), float(self.delta), float(self.sigma)
-        self.delta_tail = float(self.delta_tail)
-        if self.order is not None:
-            self.order = float(self.order)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# ----------------------------------------------------------------------------- accountants
-def _check_T(T) -> int:
-    return check_int("T", T, 1)
-
-
-class _Calibrating:
-    """Bisection on sigma for a target eps (shared by both accountants)."""
-
-    def epsilon(self, sigma: float, T: int, delta: float, *, method: str = "rdp") -> PrivacyReport:
-        raise NotImplementedError
-
-    def calibrate_sigma(self, eps: float, delta: float, T: int, *, method: str = "rdp",
-                        rel_tol: float = 1e-3, sigma_max: float = 1e4, **epsilon_kw) -> float:
-        """Smallest ``sigma`` (to ``rel_tol``, rounded up) with ``epsilon(sigma) <= eps``
-        (bisection in ``log sigma``; ``epsilon_kw`` go to :meth:`epsilon`, e.g.
-        ``value_discretization_interval`` for the PLD).
-
-        Raises
-        ------
-        ValueError
-            If even ``sigma_max`` does not reach ``eps``.
-        """
-        eps = check_eps("eps", eps)
-        delta = check_prob("delta", delta, open_low=True, open_high=True)
-        T = _check_T(T)
-        rel_tol = check_real("rel_tol", rel_tol, 1e-8, 0.5)
-        if method not in ("rdp", "pld"):
-            raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
-
-        def ok(s):
-            return self.epsilon(s, T, delta, method=method, **epsilon_kw).eps <= eps
-
-        hi = 1.0
-        while not ok(hi):
-            hi *= 2
-            if hi > sigma_max:
-                raise ValueError(f"eps: {eps} is not reachable with sigma <= {sigma_max} "
-                                 f"(delta={delta}, T={T})")
-        lo = hi / 2
-        while ok(lo):
-            hi, lo = lo, lo / 2
-            if lo < 1e-4:
-                return hi
-        while hi / lo - 1 > rel_tol:
-            mid = math.sqrt(lo * hi)
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
-
-
-class MixtureAccountant(_Calibrating):
-    """Accountant for a fixed scalar MoG per step (Definition 7), e.g. the naive DP-SGD
-    baseline: ``MixtureAccountant([0, 0.5], [1 - q, q])`` is the Poisson-subsampled Gaussian
-    mechanism with clip norm 0.5.
-
-    Parameters
-    ----------
-    sensitivities, probs : array_like
-        The mixture (``c_i >= 0``, ``p_i`` summing to 1).
-    orders : array_like
-        Rényi orders, > 1.
-    rtol : float
-        Relative precision of the numerical integration.
-    model : str
-        The neighbouring relation under which one step's sensitivity has this law; copied
-        into every report (the accountant cannot check it).
-    """
-
-    def __init__(self, sensitivities, probs, *, orders=DEFAULT_ORDERS, rtol: float = 1e-10,
-                 model: str = "a neighbouring relation under which one step's sensitivity has this mixture's law"):
-        self.sensitivities, self.probs = _check_mixture(sensitivities, probs)
-        self.orders = _check_orders(orders)
-        self.rtol = check_real("rtol", rtol, 1e-14, 1e-3)
-        if not isinstance(model, str) or not model:
-            raise TypeError("model: expected a non-empty str naming the neighbouring relation")
-        self.model = model
-
-    def rdp(self, sigma: float) -> MoGRDP:
-        return mog_rdp(self.sensitivities, self.probs, sigma, self.orders, rtol=self.rtol)
-
-    def epsilon(self, sigma: float, T: int, delta: float, *, method: str = "rdp",
-                value_discretization_interval: float = 1e-3) -> PrivacyReport:
-        """``(eps, delta)`` after ``T`` adaptive compositions (RDP or PLD)."""
-        sigma = check_eps("sigma", sigma)
-        T = _check_T(T)
-        delta = check_prob("delta", delta, open_low=True, open_high=True)
-        params = {"sensitivities": self.sensitivities.tolist(), "probs": self.probs.tolist()}
-        if method == "rdp":
-            if self.sensitivities.size == 1:
-                r = self.rdp(sigma)
-                e, a = rdp_to_epsilon(self.orders, T * r.rdp, delta)
-            else:
-                e, a, _ = _eps_lazy(self.sensitivities, np.log(self.probs)[None, :], [None], sigma, T, delta,
-                                    0.0, self.orders, self.rtol)
-            return PrivacyReport(e, delta, sigma, T, "rdp", order=a, params=params, model=self.model)
-        if method == "pld":
-            e = _pld_eps(self.sensitivities, self.probs, sigma, T, delta, value_discretization_interval)
-            return PrivacyReport(e, delta, sigma, T, "pld", params=params, model=self.model)
-        raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
-
-
-def _pld_eps(c, p, sigma, T, delta, vdi) -> float:
-    from dp_accounting.pld import privacy_loss_distribution as pld_mod
-
-    vdi = check_real("value_discretization_interval", vdi, 1e-6, 1.0)
-    pld = pld_mod.from_mixture_gaussian_mechanism(
-        standard_deviation=float(sigma), sensitivities=[float(v) for v in c],
-        sampling_probs=[float(v) for v in p], pessimistic_estimate=True,
-        value_discretization_interval=vdi)
-    return float(pld.self_compose(int(T)).get_epsilon_for_delta(float(delta)))
 
 
 def tail_bound(q_b: float, M: float, K: int, num_nodes: int, *, exact_max_degree: int = 20000,
@@ -885,7 +415,7 @@ class HeterPoissonAccountant(_Calibrating):
             return PrivacyReport(e, delta, sigma, T, "pld", K=0, worst_degree=math.inf, params=params,
                                  model=self.model)
         # eps_PLD <= eps_RDP, so a cap K with e^eps_RDP T tail(K) <= 1e-3 delta leaves
-        # delta' = delta - e^eps_RDP T tail(K) for the PLD (module docstring)
+        # delta' = delta - e^eps_RDP T tail(K) for the PLD (module docstring; :mod:`.pld`)
         ref = self.epsilon(sigma, T, delta)
         e_ref = min(ref.eps, 100.0)
         K = self._k_for(T, delta, e_ref, 1e-3)

@@ -1,0 +1,49 @@
+"""Old import paths kept for one release after the issue-12 re-layout.
+
+:func:`moved` builds the module ``__getattr__`` / ``__dir__`` of a thin shim module: each
+attribute of the old module resolves to the same object in its new home, with a
+``DeprecationWarning`` naming the new path (on every access, so that each old use is seen).
+The shims import their new modules explicitly, so the import graph (``tests/
+test_import_cycles.py``) sees what they depend on.
+"""
+from __future__ import annotations
+
+import warnings
+from types import ModuleType
+
+REMOVED_IN = "0.2.0"
+
+
+def moved(old: str, modules: tuple[ModuleType, ...]):
+    """``(__getattr__, __dir__)`` for the shim module ``old`` whose names now live in
+    ``modules`` (the new public package first, then the sub-modules that hold private names).
+
+    The warning names the new public package when the name is in its ``__all__``, else the
+    module that defines it.  Dunder names are not forwarded (the import system asks a module
+    for ``__path__``: a shim must not pass for the package it points to).
+    """
+
+    def _lookup(name: str):
+        hits = [m for m in modules if name in vars(m)]
+        if not hits or (name.startswith("__") and name.endswith("__")):
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        obj = vars(hits[0])[name]
+        home = getattr(obj, "__module__", None)
+        for m in hits:
+            if name in getattr(m, "__all__", ()):
+                return m, obj
+        for m in hits:
+            if m.__name__ == home:
+                return m, obj
+        return hits[0], obj
+
+    def __getattr__(name: str):
+        mod, obj = _lookup(name)
+        warnings.warn(f"{old} is deprecated and will be removed in ldpfast {REMOVED_IN}: "
+                      f"import {name} from {mod.__name__} instead", DeprecationWarning, stacklevel=2)
+        return obj
+
+    def __dir__():
+        return sorted({n for mod in modules for n in vars(mod) if not n.startswith("__")})
+
+    return __getattr__, __dir__

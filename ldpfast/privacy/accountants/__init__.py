@@ -1,0 +1,40 @@
+"""Accountants for node-level DP-SGD (paper 003: Xiang, Wang and Wang).
+
+* :mod:`.heterpoisson`: :class:`HeterPoissonAccountant` (Theorem 2, HeterPoisson sampling),
+  the degree models, the Theorem 2 mixture and its tail bound;
+* :mod:`.mixture`: :class:`MixtureAccountant` (a fixed mixture per step, e.g. the naive
+  Poisson-subsampled DP-SGD baseline);
+* :mod:`.rdp`: Rényi DP of the scalar mixture-of-Gaussians mechanism (Definition 7) and
+  the conversion to ``(eps, delta)`` (Theorem 1);
+* :mod:`.pld`: the independent PLD figure (``dp_accounting``);
+* :mod:`.base`: :class:`PrivacyReport`, what every accountant call returns.
+"""
+from __future__ import annotations
+
+from .base import PrivacyReport
+from .heterpoisson import (
+    DEGREE_MODELS,
+    HeterPoissonAccountant,
+    check_degree_model,
+    heterpoisson_mixture,
+    privacy_model,
+    tail_bound,
+)
+from .mixture import MixtureAccountant
+from .rdp import DEFAULT_ORDERS, MoGRDP, gaussian_epsilon, mog_rdp, rdp_to_epsilon
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "DEGREE_MODELS",
+    "HeterPoissonAccountant",
+    "MixtureAccountant",
+    "MoGRDP",
+    "PrivacyReport",
+    "check_degree_model",
+    "gaussian_epsilon",
+    "heterpoisson_mixture",
+    "mog_rdp",
+    "privacy_model",
+    "rdp_to_epsilon",
+    "tail_bound",
+]

@@ -1,0 +1,22 @@
+"""Node-level DP-SGD (paper 003, Algorithm 1): per-sub-graph clipping and the DP optimizer.
+
+Laid out like Opacus: :mod:`.clipping` (the analogue of ``grad_sample``:
+:class:`SubgraphGradSampleModule`, per-sub-graph norms and the clipped sum, loop references)
+and :mod:`.optimizer` (:class:`DPOptimizer`).  The accountants are in
+:mod:`ldpfast.privacy.accountants`.
+"""
+from __future__ import annotations
+
+from .clipping import (
+    CLIP_MARGIN,  # noqa: F401  (not in __all__, as before the move)
+    ClipStats,
+    SubgraphGradSampleModule,
+    clipped_sum_loop,
+    flat_grad,
+    per_subgraph_gradients_loop,
+    subgraph_loss,
+)
+from .optimizer import DPOptimizer, gaussian_noise_std
+
+__all__ = ["ClipStats", "DPOptimizer", "SubgraphGradSampleModule", "clipped_sum_loop", "flat_grad",
+           "gaussian_noise_std", "per_subgraph_gradients_loop", "subgraph_loss"]
