@@ -3,7 +3,7 @@
 Where a dataset comes from (:func:`load`, in this order):
 
 1. ``cora`` with no ``root=``: the copy embedded in the package
-   (:mod:`ldpfast.datasets.embedded`; equal to the one read from the raw files);
+   (:mod:`ldpfast.datasets.embedded`, read by :mod:`._cora_npz`; equal to the one read from the raw files);
 2. ``root=`` if given: the raw files there (and nowhere else);
 3. otherwise the first of: the folder in the environment variable ``LDPFAST_DATA``,
    ``../shared/datasets`` (from the working directory, then beside the source checkout),
@@ -367,7 +367,7 @@ def load(name: str, root: str | os.PathLike | None = None, *,
         check_int("feature_dim", feature_dim, lo=1)
     allowed, why_not = _download_allowed(download)
     if canon == "cora" and root is None:
-        from .embedded import load_cora
+        from ._cora_npz import load_cora
 
         data = load_cora()
     else:
