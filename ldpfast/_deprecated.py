@@ -40,7 +40,8 @@ def moved(old: str, modules: tuple[ModuleType, ...]):
     def __getattr__(name: str):
         mod, obj = _lookup(name)
         warnings.warn(f"{old} is deprecated and will be removed in ldpfast {REMOVED_IN}: "
-                      f"import {name} from {mod.__name__} instead", DeprecationWarning, stacklevel=2)
+                      f"import {name} from {mod.__name__} instead",
+                      DeprecationWarning, stacklevel=2)
         return obj
 
     def __dir__():

@@ -14,6 +14,6 @@ from .privacy import audit as _audit
 __getattr__, __dir__ = moved(__name__, (_audit,))
 
 if __name__ == "__main__":
-    warnings.warn(f"python -m ldpfast.audit is deprecated and will be removed in ldpfast {REMOVED_IN}: "
-                  "run python -m ldpfast.privacy.audit", DeprecationWarning, stacklevel=1)
+    warnings.warn("python -m ldpfast.audit is deprecated and will be removed in ldpfast "
+                  f"{REMOVED_IN}: run python -m ldpfast.privacy.audit", DeprecationWarning, stacklevel=1)
     raise SystemExit(_audit.main())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -195,7 +196,7 @@ def test_walk_sees_every_kind_of_import(tmp_path):
     assert found == {frozenset({"ldpfast.a", "ldpfast.b"}), frozenset({"ldpfast.c", "ldpfast.sub.d"}),
                      frozenset({"ldpfast.e", "ldpfast.f"})}
     for c in cycles(graph):  # each reported path is a real cycle of the graph
-        assert c[0] == c[-1] and all(w in graph[v] for v, w in zip(c, c[1:]))
+        assert c[0] == c[-1] and all(w in graph[v] for v, w in pairwise(c))
     assert cycles(graph, {("ldpfast.a", "ldpfast.b"), ("ldpfast.c", "ldpfast.sub.d"),
                           ("ldpfast.e", "ldpfast.f")}) == []
 
@@ -205,4 +206,4 @@ def test_reported_cycle_is_a_path_of_the_graph(longer):
     g = {"x": {"y"}, "y": {"z"}, "z": {"x"} if longer else {"y"}}
     (comp,) = strongly_connected(g)
     c = a_cycle(g, comp)
-    assert c[0] == c[-1] and all(w in g[v] for v, w in zip(c, c[1:]))
+    assert c[0] == c[-1] and all(w in g[v] for v, w in pairwise(c))

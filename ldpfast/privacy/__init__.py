@@ -46,7 +46,7 @@ from .ldp import (  # noqa: F401
     optimal_m,
 )
 
-_LAZY = ("audit", "dpsgd", "accountant")  # accountant: deprecated path (issue 12), see its docstring
+_LAZY = ("audit", "dpsgd", "accountant")  # accountant: the deprecated path (issue 12)
 
 
 def __getattr__(name):

@@ -19,6 +19,7 @@ __all__ = ["ReportOnce"]
 def _record(data, spent: Spent) -> None:
     data.ldp_ledger = Ledger(list(Ledger.of(data).entries)).add(spent)
 
+
 class ReportOnce(BaseTransform):
     """Base of the randomising transforms: one LDP report per input.
 

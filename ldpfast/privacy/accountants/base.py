@@ -1,4 +1,4 @@
-"""What every accountant returns (:class:`PrivacyReport`) and the shared calibration of ``sigma``."""
+"""What every accountant returns (:class:`PrivacyReport`), and the calibration of ``sigma``."""
 from __future__ import annotations
 
 import math
