@@ -1,6 +1,7 @@
 """End-to-end pipelines, one per paper: :mod:`.lpgnn`, :mod:`.rgnn`, :mod:`.dprr`,
-:mod:`.heterpoisson`.  Each has ``fit(...)`` returning a report (accuracy, the privacy
-spent, the settings) and ``reproduce_main(argv)`` behind ``ldpfast reproduce METHOD``.
+:mod:`.heterpoisson`.  Each holds the paper's algorithm and ``fit(...)``, returning a report
+(accuracy, the privacy spent, the settings).  The reproductions of the papers' tables
+(``ldpfast reproduce METHOD``) are :mod:`ldpfast.reproduce`.
 
 The four modules are attributes of this package (``ldpfast.methods.lpgnn.fit(...)`` works
 after ``import ldpfast``), imported on first use (PEP 562) so that importing the package
