@@ -3,7 +3,8 @@
 Sub-modules: :mod:`ldpfast.rng` (counter-based randomness), :mod:`ldpfast.graph` (CSR
 helpers), :mod:`ldpfast.datasets` (offline loaders, synthetic graphs),
 :mod:`ldpfast.mechanisms`, :mod:`ldpfast.transforms`, :mod:`ldpfast.privacy`,
-:mod:`ldpfast.methods` (each imported on first attribute access).
+:mod:`ldpfast.methods` (each paper's algorithm and ``fit``), :mod:`ldpfast.reproduce` (the
+papers' tables: ``ldpfast reproduce``) (each imported on first attribute access).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ._backend import (  # noqa: F401
 from ._backend import available as available_backends  # noqa: F401
 
 _LAZY = ("rng", "graph", "datasets", "mechanisms", "transforms", "privacy", "estimation",
-         "methods", "nn", "ops", "sampling", "dpsgd", "audit", "cli", "demo")
+         "methods", "reproduce", "nn", "ops", "sampling", "dpsgd", "audit", "cli", "demo")
 
 
 def __getattr__(name):

@@ -52,6 +52,9 @@ and the default ``q_b = expected_batch_size / #training nodes`` treats the numbe
 training nodes as public (pass ``q_b`` to fix the rate independently of it).
 No report, ledger entry or settings dict holds the seed: whoever keeps it can rebuild the
 noise, so reproducibility stays with the caller.
+
+The reproduction of Tables II and IV (``ldpfast reproduce heterpoisson``) is
+:mod:`ldpfast.reproduce.heterpoisson`.
 """
 from __future__ import annotations
 

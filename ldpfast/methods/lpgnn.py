@@ -23,6 +23,9 @@ the values the authors released with their implementation (``hparams/lwd.csv`` a
 ``hparams/steps.csv`` of the LPGNN repository, "raw" feature rows), transcribed in
 :data:`HPARAMS` and :data:`STEPS` for Cora, PubMed, Facebook and LastFM; other datasets
 (CiteSeer, not in the LPGNN paper) use Cora's.
+
+The reproduction of Tables 2 and 4 (``ldpfast reproduce lpgnn``) is
+:mod:`ldpfast.reproduce.lpgnn`.
 """
 from __future__ import annotations
 
