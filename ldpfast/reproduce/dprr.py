@@ -352,7 +352,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     (out / "dprr.md").write_text("\n".join(md) + "\n")
     save_json(out / "dprr.json", {"command": public_command("ldpfast reproduce dprr", argv), "dataset": ds_name,
                                   "n_max": n_max, "graphs": len(graphs), "rows": rows, "degrees": deg_rows,
-                                  "notes": notes, "settings": vars(a)})
+                                  "notes": notes,
+                                  # the secret --seed stays out of the results (it rebuilds the noise)
+                                  "settings": {k: v for k, v in vars(a).items() if k != "seed"}})
     # Fig. 5 (vs eps) and Fig. 4 (vs alpha) plots: linear x, NonPriv-Full as a dashed line
     lines = {"ref": ref, "ref_label": "NonPriv-Full", "log_x": False, "prefix": "", "title_size": 9}
     ok = [r for r in rows if "acc_mean" in r]

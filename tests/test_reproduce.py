@@ -1,6 +1,7 @@
-"""The reproduction harness moved from ``ldpfast.methods.<paper>`` to
-``ldpfast.reproduce.<paper>`` (issue 12): the old names keep working for one release, with a
-DeprecationWarning naming the new path, and resolve to the very same objects."""
+"""The reproduction harness, ``ldpfast.reproduce.<paper>``, apart from the methods (issue 12):
+the names that moved out of ``ldpfast.methods.<paper>`` keep working there for one release,
+with a DeprecationWarning naming the new path, and resolve to the very same objects; methods
+never import the harness; the CLI dispatches to it; saved results hold no seed."""
 from __future__ import annotations
 
 import ast
@@ -114,3 +115,20 @@ def test_cli_reproduce_dispatches_to_the_reproduce_package(monkeypatch):
     monkeypatch.setattr(lpgnn, "reproduce_main", lambda argv: calls.append(argv) or 0)
     assert cli.main(["reproduce", "lpgnn", "--quick", "--runs", "1"]) == 0
     assert calls == [["--quick", "--runs", "1"]]
+
+
+def test_dprr_reproduction_saves_no_seed(tmp_path):
+    """The saved settings of ``ldpfast reproduce dprr`` never hold the secret --seed (they
+    used to: ``settings = vars(args)``)."""
+    import json
+
+    from ldpfast.reproduce.dprr import reproduce_main
+
+    seed = 0x5EC2E7_1234
+    argv = ["--graphs", "8", "--nodes", "30", "40", "--runs", "1", "--epochs", "1", "--eps", "1",
+            "--alphas", "0", "--no-facebook", "--degree-nodes", "200", "--rr-max-edges", "1",
+            "--seed", str(seed), "--out", str(tmp_path)]
+    assert reproduce_main(argv) == 0
+    text = (tmp_path / "dprr.json").read_text()
+    assert str(seed) not in text and "--seed <secret>" in text
+    assert "seed" not in json.loads(text)["settings"]
