@@ -12,7 +12,8 @@ Commands
 ``bench NAME [args]``
     Runs ``benchmarks/bench_NAME.py`` from the source checkout (``--list`` lists them).
 ``reproduce METHOD``
-    Paper reproductions (filled by the method pipelines as they land).
+    Paper reproductions: ``reproduce_main`` of :mod:`ldpfast.reproduce.<METHOD>` (extra
+    arguments passed on; ``--help`` lists them).
 ``randomize IN OUT``
     Sharded randomisation of a row-block Parquet shard set on a Dask cluster
     (``--scheduler tcp://host:8786``; default a local cluster), bit-identical to the
@@ -131,7 +132,7 @@ def cmd_reproduce(args, rest) -> int:
     import importlib
 
     try:
-        mod = importlib.import_module(f"ldpfast.methods.{args.method}")
+        mod = importlib.import_module(f"ldpfast.reproduce.{args.method}")
     except ModuleNotFoundError:
         mod = None
     if mod is None or not hasattr(mod, "reproduce_main"):

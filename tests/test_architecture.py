@@ -11,7 +11,6 @@ DOC = REPO / "ARCHITECTURE.md"
 
 # TEMPORARY: ldpfast/reproduce/ comes with helper M's branch (issue 12, part 1); delete this
 # entry when merging it (test_pending_paths_are_still_missing fails once it exists).
-PENDING_MERGE = {"ldpfast/reproduce/"}
 
 
 def _tool():
@@ -56,10 +55,5 @@ def test_public_name_table_lists_known_names():
 def test_architecture_paths_exist():
     paths = _paths()
     assert len(paths) > 25 and "ldpfast/transforms/" in paths and "ldpfast/ops.py" in paths
-    missing = [p for p in paths if not (REPO / p).exists() and p not in PENDING_MERGE]
+    missing = [p for p in paths if not (REPO / p).exists()]
     assert not missing, f"ARCHITECTURE.md points to missing paths: {missing}"
-
-
-def test_pending_paths_are_still_missing():
-    for p in PENDING_MERGE:
-        assert not (REPO / p).exists(), f"{p} exists now: delete it from PENDING_MERGE"

@@ -32,6 +32,7 @@ from ldpfast import _backend
 from ldpfast.methods import dprr as DP
 from ldpfast.methods import heterpoisson as HP
 from ldpfast.methods import lpgnn, rgnn
+from ldpfast.reproduce.dprr import synthetic_graph_classification
 
 torch.set_num_threads(1)
 
@@ -194,7 +195,7 @@ def test_rgnn_metis_is_the_one_host_copy(fake_gpu):
     _same(_strip(got, True), _strip(want))
 
 
-_GRAPHS = DP.synthetic_graph_classification(20, nodes=(20, 40), seed=3)  # built before any fake
+_GRAPHS = synthetic_graph_classification(20, nodes=(20, 40), seed=3)  # built before any fake
 
 
 def _graphs(k=12):

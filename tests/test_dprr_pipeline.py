@@ -10,11 +10,12 @@ import torch
 
 from ldpfast.datasets import synthetic
 from ldpfast.methods import dprr as D
+from ldpfast.reproduce import dprr as RD
 
 
 @pytest.fixture(scope="module")
 def small_dataset():
-    return D.synthetic_graph_classification(60, classes=2, nodes=(60, 150), seed=1)
+    return RD.synthetic_graph_classification(60, classes=2, nodes=(60, 150), seed=1)
 
 
 def _edge_set(ei):
@@ -38,7 +39,7 @@ def test_synthetic_dataset_structure(small_dataset):
     assert mean_deg[0] < mean_deg[1] - 0.5
     assert max_rel[0] > max_rel[1]
     # same seed, same dataset
-    again = D.synthetic_graph_classification(60, classes=2, nodes=(60, 150), seed=1)
+    again = RD.synthetic_graph_classification(60, classes=2, nodes=(60, 150), seed=1)
     assert all(torch.equal(a.edge_index, b.edge_index) for a, b in zip(gs, again))
 
 
@@ -127,7 +128,7 @@ def test_degree_preservation_ordering(tmp_path):
     # at eps2 = 0.9), so its degrees are ~ Poisson(20) regardless of d_i (MAE ~ 11.2, sd 0.2);
     # RR adds ~ (n-1)/(e+1) ~ 270 false edges per user.  A 10 % margin is ~10 sd.
     g = synthetic(1000, 20.0, num_classes=1, homophily=1.0, degree_exponent=2.5, seed=3)
-    r = D.degree_preservation(g, 1.0, seed=0)
+    r = RD.degree_preservation(g, 1.0, seed=0)
     assert r["degree"].shape == r["dprr"].shape == r["rr"].shape == r["locallap"].shape == (1000,)
     assert not r["rr_sampled"]
     mae = r["mae"]
@@ -137,10 +138,10 @@ def test_degree_preservation_ordering(tmp_path):
     assert r["corr"]["dprr"] > 0.45 and r["corr"]["locallap"] < 0.3, r["corr"]
     assert r["privacy"]["dprr"] <= 1.0 and r["privacy"]["locallap"] <= 1.0
     # RR from its exact law when the output is too big: same mean as materialised
-    s = D.degree_preservation(g, 1.0, seed=0, rr_max_edges=1000)
+    s = RD.degree_preservation(g, 1.0, seed=0, rr_max_edges=1000)
     assert s["rr_sampled"]
     assert abs(s["mean"]["rr"] - r["mean"]["rr"]) < 3.0
-    path = D.plot_degree_preservation(r, tmp_path / "fig7.png")
+    path = RD.plot_degree_preservation(r, tmp_path / "fig7.png")
     assert path.exists() and path.stat().st_size > 1000
 
 
@@ -173,20 +174,20 @@ def test_bad_inputs(small_dataset):
     with pytest.raises(ValueError, match="runs"):
         D.fit(gs, "dprr", 1.0, runs=0)
     with pytest.raises(ValueError, match="classes"):
-        D.synthetic_graph_classification(10, classes=1)
+        RD.synthetic_graph_classification(10, classes=1)
     with pytest.raises(TypeError, match="nodes"):
-        D.synthetic_graph_classification(10, nodes=100)
+        RD.synthetic_graph_classification(10, nodes=100)
     with pytest.raises(ValueError, match="nodes"):
-        D.synthetic_graph_classification(10, nodes=(100, 50))
+        RD.synthetic_graph_classification(10, nodes=(100, 50))
     with pytest.raises(TypeError, match="graph"):
-        D.degree_preservation(np.zeros(3), 1.0)
+        RD.degree_preservation(np.zeros(3), 1.0)
 
 
 def test_reproduce_smoke(tmp_path):
     argv = ["--graphs", "16", "--nodes", "40", "60", "--runs", "1", "--epochs", "1", "--eps", "1",
             "--alphas", "0", "0.5", "--no-facebook", "--degree-nodes", "300", "--rr-max-edges", "1000",
             "--out", str(tmp_path)]
-    assert D.reproduce_main(argv) == 0
+    assert RD.reproduce_main(argv) == 0
     import json
 
     res = json.loads((tmp_path / "dprr.json").read_text())

@@ -674,7 +674,7 @@ def test_audit_detects_too_little_noise():
 def test_reproduce_quick(tmp_path):
     from conftest import require_datasets
 
-    from ldpfast.methods.heterpoisson import reproduce_main
+    from ldpfast.reproduce.heterpoisson import reproduce_main
 
     require_datasets("facebook", "twitch-de")
     assert reproduce_main(["--quick", "--out", str(tmp_path)]) == 0

@@ -507,8 +507,8 @@ def test_fit_report_holds_no_seed(model, setting, one_thread):
 
 
 def test_audit_and_accountant_reports_hold_no_seed():
-    from ldpfast.methods._common import public_command
     from ldpfast.privacy.audit import audit_heterpoisson
+    from ldpfast.reproduce._report import public_command
 
     r = audit_heterpoisson(planted(n=80, seed=3), q_b=0.3, M=1.0, T=5, delta=1e-5, eps=4.0, train_model=False,
                            num_observations=20, runs=100, seed=SEED)

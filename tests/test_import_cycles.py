@@ -20,11 +20,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "ldpfast"
 
-# TEMPORARY: methods.lpgnn <-> methods.rgnn is removed by helper M's branch (reproduce/
-# split).  Delete this entry when merging it; test_known_cycles_are_real fails once it is stale.
-KNOWN_UNTIL_MERGE = {("ldpfast.methods.lpgnn", "ldpfast.methods.rgnn")}
-
-
 def module_names(root: Path) -> dict[str, Path]:
     """``{dotted module name: file}`` for every ``.py`` file under the package ``root``."""
     out = {}
@@ -151,23 +146,8 @@ def cycles(graph, allowed=frozenset()) -> list[list[str]]:
 def test_ldpfast_has_no_import_cycle():
     graph = import_graph()
     assert len(graph) > 50 and "ldpfast.transforms.edges" in graph  # the walk saw the package
-    found = cycles(graph, KNOWN_UNTIL_MERGE)
-    assert not found, "import cycles in ldpfast/:\n" + "\n".join(" -> ".join(c) for c in found)
-
-
-def test_known_cycles_are_real():
-    """Each temporary allow-list entry must still be a cycle; delete it once it is not."""
-    comps = [set(c) for c in strongly_connected(import_graph())]
-    for pair in KNOWN_UNTIL_MERGE:
-        assert set(pair) in comps, f"{pair} is no longer a cycle: delete it from KNOWN_UNTIL_MERGE"
-
-
-def test_known_cycle_is_caught_without_the_allow_list():
-    """The test can fail: with an empty allow-list the known cycle is reported."""
-    graph = import_graph()
     found = cycles(graph)
-    for a, b in KNOWN_UNTIL_MERGE:
-        assert any({a, b} <= set(c) for c in found), found
+    assert not found, "import cycles in ldpfast/:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def test_walk_sees_every_kind_of_import(tmp_path):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from ldpfast.methods import lpgnn
+from ldpfast.reproduce import lpgnn as lpgnn_repro
 
 
 def test_rr_transition():
@@ -118,7 +119,7 @@ def test_reproduce_cli_writes_and_resumes(tmp_path):
     out = tmp_path / "lp"
     args = ["--quick", "--datasets", "cora", "citeseer", "--runs", "1", "--epochs", "3",
             "--out", str(out)]
-    assert lpgnn.reproduce_main(args) == 0
+    assert lpgnn_repro.reproduce_main(args) == 0
     rows = json.loads((out / "lpgnn.json").read_text())["rows"]
     assert {(r["table"], r["dataset"]) for r in rows} == {
         ("table2", "cora"), ("table4", "cora"), ("rgnn_table2", "citeseer")}
@@ -126,7 +127,7 @@ def test_reproduce_cli_writes_and_resumes(tmp_path):
     cs = next(r for r in rows if r["dataset"] == "citeseer")
     assert cs["eps_x_used"] == 10.0 and cs["paper"] == 46.4  # m * eps_x; RGNN Table II
     assert "| table |" in (out / "lpgnn.md").read_text()
-    assert lpgnn.reproduce_main(args + ["--resume"]) == 0
+    assert lpgnn_repro.reproduce_main(args + ["--resume"]) == 0
     again = json.loads((out / "lpgnn.json").read_text())
     assert again["rows"] == rows and len(again["commands"]) == 2
 
@@ -148,8 +149,8 @@ def test_reproduce_user_supplied_lastfm(tmp_path):
     (d / "lastfm_asia_target.csv").write_text(
         "id,target\n" + "".join(f"{i},{int(c)}\n" for i, c in enumerate(y)))
     out = tmp_path / "lp"
-    assert lpgnn.reproduce_main(["--quick", "--datasets", "lastfm", "--runs", "1", "--epochs",
-                                 "2", "--root", str(tmp_path / "data"), "--out", str(out)]) == 0
+    assert lpgnn_repro.reproduce_main(["--quick", "--datasets", "lastfm", "--runs", "1", "--epochs",
+                                       "2", "--root", str(tmp_path / "data"), "--out", str(out)]) == 0
     rows = json.loads((out / "lpgnn.json").read_text())["rows"]
     assert {r["dataset"] for r in rows} == {"lastfm"} and len(rows) == 3
     assert {r["paper"] for r in rows} == {85.3, 84.9, 82.1}

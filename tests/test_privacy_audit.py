@@ -225,6 +225,7 @@ def test_f4_mechanisms_and_transforms_record_no_seed():
 def test_f4_method_reports_record_no_seed():
     from ldpfast.methods import dprr as mdprr
     from ldpfast.methods import lpgnn, rgnn
+    from ldpfast.reproduce.dprr import synthetic_graph_classification
 
     data = _graph(300, 20, 15)
     data.x = data.x.float()
@@ -233,13 +234,13 @@ def test_f4_method_reports_record_no_seed():
     _assert_no_seed(rep.to_dict(), seeds=(s,))
     rep = rgnn.fit(data, 1.0, 1.0, m=2, epochs=2, seed=s, group_size=4, C=4)
     _assert_no_seed(rep.to_dict(), seeds=(s,))
-    graphs = mdprr.synthetic_graph_classification(num_graphs=12, seed=1)
+    graphs = synthetic_graph_classification(num_graphs=12, seed=1)
     rep = mdprr.fit(graphs, "dprr", 1.0, runs=1, epochs=1, seed=s)
     _assert_no_seed(rep.to_dict(), seeds=(s,))
 
 
 def test_f4_saved_commands_hide_the_secret_seed():
-    from ldpfast.methods._common import public_command
+    from ldpfast.reproduce._report import public_command
 
     cmd = public_command("ldpfast reproduce lpgnn", ["--quick", "--seed", "987654321", "--runs", "2"])
     assert "987654321" not in cmd and cmd.endswith("--seed <secret> --runs 2")

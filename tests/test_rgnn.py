@@ -17,6 +17,7 @@ from ldpfast.graph import to_csr
 from ldpfast.mechanisms import grr_fs, rr_labels
 from ldpfast.methods import rgnn
 from ldpfast.privacy.ldp import grr_fs_epsilon, grr_probs
+from ldpfast.reproduce import rgnn as rgnn_repro
 
 
 def planted_graph(n, c, deg, h, seed):
@@ -365,8 +366,8 @@ def test_fit_variants_and_bad_input(small_data):
 
 def test_reproduce_quick(tmp_path):
     # --quick runs on Cora only, which is embedded in the package
-    assert rgnn.reproduce_main(["--quick", "--methods", "rgnn", "graphsage", "--epochs", "10",
-                                "--out", str(tmp_path)]) == 0
+    assert rgnn_repro.reproduce_main(["--quick", "--methods", "rgnn", "graphsage", "--epochs", "10",
+                                      "--out", str(tmp_path)]) == 0
     import json
 
     rows = json.loads((tmp_path / "rgnn.json").read_text())["rows"]

@@ -24,7 +24,7 @@ SEED = 20261123
 def _cells():
     from ldpfast.datasets import load
     from ldpfast.methods import dprr, heterpoisson, lpgnn, rgnn
-    from ldpfast.methods.dprr import synthetic_graph_classification
+    from ldpfast.reproduce.dprr import synthetic_graph_classification
 
     cora = load("cora")
     graphs = synthetic_graph_classification(80, 2, (80, 250), seed=0)

@@ -8,12 +8,9 @@ See ``docs/scaling.md``.
 """
 from __future__ import annotations
 
+from .._lazy import lazy_submodules as _lazy_submodules
+
 __all__ = ["ddp", "shards"]
 
-
-def __getattr__(name):  # lazy: shards imports dask / pyarrow, ddp imports torch.distributed
-    if name in __all__:
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(name)
+# lazy: shards imports dask / pyarrow, ddp imports torch.distributed
+__getattr__, __dir__ = _lazy_submodules(__name__, __all__, globals())

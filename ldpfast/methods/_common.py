@@ -1,13 +1,18 @@
-"""Shared pieces of the method pipelines: splits, backbones, summaries, result files."""
+"""Shared pieces of the method pipelines: seeds, device placement, splits, backbones, the
+report every ``fit`` returns, accuracy summaries, and the deprecation of moved names.
+
+The reproduction harness (paper numbers, grids, tables, plots, result files) lives in
+:mod:`ldpfast.reproduce`; nothing here imports it.
+"""
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
+import importlib
 import math
 import statistics
 import warnings
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -25,28 +30,6 @@ def sub_seed(seed: int, *key: int) -> int:
     s = np.random.SeedSequence([int(seed) & (2**64 - 1), *[int(k) for k in key]])
     a, b = s.generate_state(2, dtype=np.uint32)
     return int((int(a) << 31) ^ int(b)) & (2**63 - 1)
-
-
-SECRET_SEED_HELP = ("secret seed of the randomisers, in [0, 2**64): keep it to reproduce the "
-                    "run; it is never written to the results (it would rebuild the noise). "
-                    "Default: drawn from the OS")
-
-
-def public_command(prog: str, argv) -> str:
-    """The command line as saved with results: the value of ``--seed`` is never recorded."""
-    out, skip = [], False
-    for tok in list(argv or []):
-        if skip:
-            out.append("<secret>")
-            skip = False
-        elif tok == "--seed":
-            out.append(tok)
-            skip = True
-        elif tok.startswith("--seed="):
-            out.append("--seed=<secret>")
-        else:
-            out.append(tok)
-    return " ".join([prog, *out])
 
 
 # --- device placement of the pipelines (fit(..., device=)) --------------------------------------
@@ -260,43 +243,59 @@ def mean_std(values: list[float]) -> dict:
 
 
 def fmt_eps(e: float) -> str:
+    """A budget as text: ``"inf"`` or the shortest ``%g`` form (``1``, ``0.5``)."""
     return "inf" if math.isinf(e) else f"{e:g}"
 
 
-def save_json(path: Path, payload) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=str))
-    return path
+# --- the report of a fit ------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class FitReport:
+    """What a pipeline's ``fit`` returns: the fields every method has.
+
+    Each method adds its own fields in a subclass (:class:`ldpfast.methods.rgnn.RGNNReport`,
+    :class:`ldpfast.methods.lpgnn.LPGNNReport`, :class:`ldpfast.methods.dprr.DPRRReport`).
+    Keyword-only, so a subclass may add fields without defaults.
+
+    Attributes
+    ----------
+    accuracy : float or dict
+        Test accuracy: a fraction in [0, 1] for one run, or the :func:`mean_std` summary
+        (in %) over several runs.
+    privacy : dict
+        The budget spent (the ledger's entries and the guarantee as text); never the seed.
+    settings : dict
+        Every setting the run used, defaults included; never the seed.
+    timings : dict
+        Seconds per phase (``total_s`` and method-specific parts).
+    """
+
+    accuracy: float | dict
+    privacy: dict
+    settings: dict
+    timings: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The report as plain dicts and lists (JSON-ready with ``default=str``)."""
+        return asdict(self)
 
 
-def plot_curves(path: Path, curves: dict[str, tuple[list[float], list[float], list[float]]],
-                xlabel: str, title: str, paper: dict[str, tuple[list[float], list[float]]] | None = None):
-    """Accuracy-vs-budget plot: ``curves[label] = (x, mean, std)``; paper points dashed."""
-    import matplotlib
+# --- names moved to ldpfast.reproduce (kept importable for one release) ---------------------------
+def moved_names(old_module: str, new_module: str, names):
+    """A module ``__getattr__`` (PEP 562) for names that moved from ``old_module`` to
+    ``new_module``: reading one warns (DeprecationWarning naming the new path) and returns
+    the moved object itself; other names raise AttributeError as usual.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    The new module is imported by name (``importlib``), on first use of a moved name only:
+    a method module never imports the reproduction harness, which imports it.  Remove the
+    shim, and this helper, in the release after the move.
+    """
+    names = frozenset(names)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, (xs, mu, sd) in curves.items():
-        ax.errorbar(xs, mu, yerr=sd, marker="o", capsize=3, label=f"ldpfast {label}")
-    for label, (xs, ys) in (paper or {}).items():
-        ax.plot(xs, ys, "x--", alpha=0.7, label=f"paper {label}")
-    ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return save_figure(fig, path)
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
+        warnings.warn(f"{old_module}.{name} has moved to {new_module}.{name}; the old path "
+                      "will be removed in the next release", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new_module), name)
 
-
-def save_figure(fig, path: Path) -> Path:
-    """Lay out, save as PNG (creating the folder) and close a matplotlib figure."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return __getattr__

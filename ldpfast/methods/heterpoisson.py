@@ -3,7 +3,7 @@
 Paper: Z. Xiang, T. Wang and D. Wang, "Preserving Node-level Privacy in Graph Neural
 Networks" (``shared/papers/003_a68cceb6d6862899.txt``): Algorithm 1 (training), Algorithm 2
 and 3 (sub-graph sampling, :mod:`ldpfast.sampling`), Theorem 2 (accounting,
-:mod:`ldpfast.privacy.accountant`), section 4.4 (inference privacy), section 5 (setup,
+:mod:`ldpfast.privacy.accountants`), section 4.4 (inference privacy), section 5 (setup,
 Table II transductive, Table IV inductive).
 
 Setup of section 5 (defaults of :func:`fit`)
@@ -33,7 +33,7 @@ mechanism accounted as the mixture ``{0: 1 - q_b, 0.5: q_b}``.
 
 Privacy: node-level ``(eps, delta)``-DP for the training nodes of the released model, for
 the neighbouring relation ``degree_model`` names (recorded in ``report.privacy_model`` and
-the ledger entry; :mod:`ldpfast.privacy.accountant`):
+the ledger entry; :mod:`ldpfast.privacy.accountants`):
 
 * ``"s2_public_degrees"`` (default): paper 003's model S2 (Definition 4): the out-degrees
   of the whole graph are public and fixed.  The peripheral probabilities use the whole
@@ -52,15 +52,15 @@ and the default ``q_b = expected_batch_size / #training nodes`` treats the numbe
 training nodes as public (pass ``q_b`` to fix the rate independently of it).
 No report, ledger entry or settings dict holds the seed: whoever keeps it can rebuild the
 noise, so reproducibility stays with the caller.
+
+The reproduction of Tables II and IV (``ldpfast reproduce heterpoisson``) is
+:mod:`ldpfast.reproduce.heterpoisson`.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,43 +69,22 @@ import torch.nn.functional as F
 
 from .. import _backend
 from .._checks import check_eps, check_int, check_prob, check_real
-from ..privacy.accountant import check_degree_model, privacy_model
+from ..privacy.accountants import check_degree_model, privacy_model
 from ..privacy.budget import Spent
 from ..rng import resolve_seed
-from ._common import (
-    SECRET_SEED_HELP,
-    _data_tensors,
-    data_to,
-    device_raises,
-    public_command,
-    resolve_device,
-    save_figure,
-    sub_seed,
-)
+from ._common import _data_tensors, data_to, device_raises, moved_names, resolve_device
 
-__all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "HeterPoissonReport", "build_model", "fit", "reproduce_main"]
+__all__ = ["HeterPoissonReport", "build_model", "fit", "split_nodes"]
 
 MODELS = ("gcn", "sage", "gin", "mlp")
 SETTINGS = ("transductive", "inductive")
 MLP_PRIVACY_MODEL = ("node-level DP, one example per training node (its features and label; the MLP reads no "
                      "edge): the Poisson-subsampled Gaussian mechanism, also when the structure is private")
 
-# Paper Table II (transductive) and Table IV (inductive), accuracy in %:
-# [dataset][model][eps] = mean; "mlp" is the naive DP-SGD row (model-independent).
-PAPER_TABLE2 = {
-    "facebook": {"gcn": {2: 74.2, 4: 74.8, 8: 74.9, 16: 75.2}, "gin": {2: 74.7, 4: 75.8, 8: 76.6, 16: 76.6},
-                 "sage": {2: 74.4, 4: 74.9, 8: 75.5, 16: 75.6}, "mlp": {2: 48.6, 4: 51.0, 8: 52.1, 16: 52.9}},
-    "twitch-de": {"gcn": {2: 65.8, 4: 66.4, 8: 66.4, 16: 66.9}, "gin": {2: 65.3, 4: 66.1, 8: 66.2, 16: 66.5},
-                  "sage": {2: 65.8, 4: 66.5, 8: 66.7, 16: 67.0}, "mlp": {2: 59.0, 4: 60.2, 8: 60.4, 16: 60.4}},
-}
-PAPER_TABLE4 = {
-    "facebook": {"gcn": {2: 74.2, 4: 74.4, 8: 74.9, 16: 75.1}, "gin": {2: 74.6, 4: 75.6, 8: 76.6, 16: 76.8},
-                 "sage": {2: 74.4, 4: 74.9, 8: 75.5, 16: 75.7}, "mlp": {2: 48.6, 4: 51.0, 8: 52.1, 16: 52.9}},
-    "twitch-de": {"gcn": {2: 65.9, 4: 66.5, 8: 66.6, 16: 66.6}, "gin": {2: 65.4, 4: 65.9, 8: 65.9, 16: 66.1},
-                  "sage": {2: 66.0, 4: 66.7, 8: 67.0, 16: 66.8}, "mlp": {2: 48.6, 4: 51.0, 8: 52.1, 16: 52.9}},
-}
-PAPER_TABLE4["twitch-de"]["mlp"] = PAPER_TABLE2["twitch-de"]["mlp"]
-
+# The reproduction (Tables II and IV) moved to ldpfast.reproduce.heterpoisson (old paths warn for
+# one release).
+__getattr__ = moved_names(__name__, "ldpfast.reproduce.heterpoisson",
+                          ("PAPER_TABLE2", "PAPER_TABLE4", "reproduce_main"))
 
 # ----------------------------------------------------------------------------- models
 class GNN(torch.nn.Module):
@@ -183,7 +162,7 @@ class HeterPoissonReport:
         Everything else (model, setting, split sizes, timings...); never the seed.
     privacy_model : str
         The neighbouring relation the guarantee holds for
-        (:func:`ldpfast.privacy.accountant.privacy_model`).
+        (:func:`ldpfast.privacy.accountants.privacy_model`).
     """
 
     accuracy: float
@@ -386,8 +365,8 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
          num_layers, n_test, train_frac, accountant, report_pld, overlap, induced, degree_model, degree_bound, seed,
          sigma, backend, progress, dataset, n):
     """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
-    from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
-    from ..privacy.accountant import HeterPoissonAccountant, MixtureAccountant
+    from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    from ..privacy.accountants import HeterPoissonAccountant, MixtureAccountant
 
     t0 = time.perf_counter()
     # drawn on the CPU (same split on every device), then moved
@@ -505,166 +484,3 @@ def _train_sampler(data, train_mask, setting, q_b, M, T, seed, induced, backend,
     if degree_model == "s2_public_degrees":
         kw["out_degree"] = out_degrees(data, backend=backend)[train_mask]
     return HeterPoisson(g_train, q_b, M, **kw)
-
-
-# ----------------------------------------------------------------------------- reproduce
-def _paper(setting: str, ds: str, model: str, eps: float):
-    table = PAPER_TABLE2 if setting == "transductive" else PAPER_TABLE4
-    return table.get(ds, {}).get(model, {}).get(int(eps)) if float(eps).is_integer() else None
-
-
-def _plot(path: Path, rows: list[dict], title: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = sorted({(r["dataset"], r["setting"], r["model"]) for r in rows})
-    if not keys:
-        return None
-    dsets = sorted({k[0] for k in keys})
-    fig, axes = plt.subplots(1, len(dsets), figsize=(5.5 * len(dsets), 4), squeeze=False)
-    for ax, ds in zip(axes[0], dsets):
-        for (d, st, m) in keys:
-            if d != ds:
-                continue
-            rs = sorted((r for r in rows if (r["dataset"], r["setting"], r["model"]) == (d, st, m)),
-                        key=lambda r: r["eps"])
-            xs = [r["eps"] for r in rs]
-            line = ax.errorbar(xs, [r["ours_mean"] for r in rs], yerr=[r["ours_std"] for r in rs], marker="o",
-                               capsize=3, label=f"ldpfast {m} ({st[:5]})")
-            pp = [(r["eps"], r["paper"]) for r in rs if r["paper"] is not None]
-            if pp:
-                ax.plot([p[0] for p in pp], [p[1] for p in pp], "x--", alpha=0.7,
-                        color=line[0].get_color(), label=f"paper {m} ({st[:5]})")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("eps (node-level)")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title(f"{title}: {ds}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    save_figure(fig, path)
-    return path
-
-
-def reproduce_main(argv: list[str] | None = None) -> int:
-    """``ldpfast reproduce heterpoisson``: Table II (and IV) on Facebook and Twitch-DE.
-
-    Writes ``heterpoisson.json``, ``heterpoisson.md`` (ours beside the paper) and
-    ``heterpoisson_accuracy_vs_eps.png`` to ``--out`` (default ``results/heterpoisson``).
-    ``--quick`` is a CI-sized run (a few minutes on 2 cores).  ``--degree-model public_bound``
-    runs the private-structure mode; ``--degree-bound auto`` takes each dataset's maximum
-    degree (a statistic of these *public* benchmark graphs; with private data the bound must
-    be fixed without looking at it).  Run ``r`` uses seed ``--seed + r``; the seed is written
-    to no output (it rebuilds the noise).
-    """
-    from tqdm.auto import tqdm
-
-    from ..datasets import load
-
-    # no abbreviations: public_command must see every spelling of --seed
-    p = argparse.ArgumentParser(prog="ldpfast reproduce heterpoisson", description=reproduce_main.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("--datasets", nargs="+", default=["facebook", "twitch-de"], choices=["facebook", "twitch-de"])
-    p.add_argument("--models", nargs="+", default=["gcn", "gin", "sage"], choices=["gcn", "gin", "sage"])
-    p.add_argument("--settings", nargs="+", default=["transductive"], choices=list(SETTINGS))
-    p.add_argument("--eps", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])
-    p.add_argument("--M", nargs="+", type=float, default=[1.0],
-                   help="multipliers to try; the best test accuracy per cell is reported, as in the paper")
-    p.add_argument("--runs", type=int, default=1, help="seeds per cell (paper: mean +- std)")
-    p.add_argument("--no-baseline", action="store_true", help="skip the naive DP-SGD (features only) rows")
-    p.add_argument("--accountant", choices=["rdp", "pld"], default="rdp")
-    p.add_argument("--degree-model", choices=["s2_public_degrees", "public_bound"], default="s2_public_degrees",
-                   help="neighbouring relation: paper 003 model S2 (whole-graph out-degrees public and fixed) or "
-                        "private structure with a public degree bound")
-    p.add_argument("--degree-bound", default=None,
-                   help="D_pub for --degree-model public_bound: an int, or 'auto' (each dataset's maximum degree)")
-    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
-    p.add_argument("--num-layers", type=int, default=1)
-    p.add_argument("--epochs", type=float, default=9.0)
-    p.add_argument("--batch", type=int, default=4096, help="expected sub-graphs per step (q_b = batch / #train)")
-    p.add_argument("--pld", action="store_true", help="also report the PLD epsilon at the sigma used")
-    p.add_argument("--quick", action="store_true",
-                   help="CI-sized: Facebook + Twitch-DE, GCN, transductive, eps in {2, 8}, M = 1, 1 run")
-    p.add_argument("--root", default=None, help="data root (default: ldpfast.datasets.default_root())")
-    p.add_argument("--out", default="results/heterpoisson")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    a = p.parse_args(argv)
-    if a.threads is not None:
-        torch.set_num_threads(check_int("threads", a.threads, 1))
-    if a.quick:
-        a.models, a.settings, a.eps, a.M, a.runs = ["gcn"], ["transductive"], [2.0, 8.0], [1.0], 1
-    for e in a.eps:
-        check_eps("eps", e)
-    master = resolve_seed(a.seed)
-    if a.degree_model == "public_bound" and a.degree_bound is None:
-        p.error("--degree-bound is required with --degree-model public_bound")
-    if a.degree_model != "public_bound" and a.degree_bound is not None:
-        p.error("--degree-bound is only used with --degree-model public_bound")
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    data = {ds: load(ds, root=a.root, feature_dim=128) for ds in a.datasets}
-    bound = {}
-    for ds in a.datasets:
-        if a.degree_bound is None:
-            bound[ds] = None
-        elif a.degree_bound == "auto":
-            from ..sampling.heterpoisson import out_degrees
-
-            bound[ds] = int(out_degrees(data[ds]).max())
-        else:
-            bound[ds] = int(a.degree_bound)
-    models = list(a.models) + ([] if a.no_baseline else ["mlp"])
-    cells = [(ds, st, m, e) for ds in a.datasets for st in a.settings for m in models for e in a.eps]
-    total = sum(a.runs * (1 if m == "mlp" else len(a.M)) for _, _, m, _ in cells)
-    bar = tqdm(total=total, desc="heterpoisson")
-    rows, runs_log = [], []
-    for ds, st, m, e in cells:
-        best = None
-        for M in ([1.0] if m == "mlp" else a.M):
-            reps = []
-            for r in range(a.runs):
-                rep = fit(data[ds], e, model=m, setting=st, M=M, seed=sub_seed(master, r), accountant=a.accountant,
-                          num_layers=a.num_layers, epochs=a.epochs, expected_batch_size=a.batch,
-                          report_pld=a.pld, dataset=ds, degree_model=a.degree_model, degree_bound=bound[ds])
-                reps.append(rep)
-                runs_log.append(rep.to_dict())
-                bar.update(1)
-            accs = [100 * x.accuracy for x in reps]
-            mean = float(np.mean(accs))
-            if best is None or mean > best[0]:
-                best = (mean, float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0, M, reps)
-        mean, std, M, reps = best
-        paper = _paper(st, ds, m, e)
-        r0 = reps[0]
-        degrees = None if m == "mlp" else ("S2" if bound[ds] is None else f"D_pub={bound[ds]}")
-        rows.append({"dataset": ds, "setting": st, "model": "naive DP-SGD (mlp)" if m == "mlp" else m,
-                     "degrees": degrees, "eps": e, "M": None if m == "mlp" else M, "ours_mean": round(mean, 1),
-                     "ours_std": round(std, 1), "paper": paper,
-                     "gap": None if paper is None else round(mean - paper, 1), "runs": a.runs,
-                     "sigma": round(r0.sigma, 4), "T": r0.T, "q_b": round(r0.q_b, 4),
-                     "eps_rdp": round(r0.eps_rdp, 3),
-                     "eps_pld": None if r0.eps_pld is None else round(r0.eps_pld, 3),
-                     "delta": r0.delta, "seconds": round(sum(x.settings["seconds_total"] for x in reps), 1)})
-    bar.close()
-    cmd = public_command("ldpfast reproduce heterpoisson", argv)
-    (out / "heterpoisson.json").write_text(json.dumps({"command": cmd, "rows": rows, "runs": runs_log},
-                                                      indent=2, default=str))
-    cols = ["dataset", "setting", "model", "degrees", "eps", "M", "ours_mean", "ours_std", "paper", "gap", "runs",
-            "sigma", "T", "q_b", "eps_rdp", "eps_pld", "seconds"]
-    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    md += ["| " + " | ".join("" if r[c] is None else str(r[c]) for c in cols) + " |" for r in rows]
-    notes = ("\n\nPaper columns: Table II (transductive) / Table IV (inductive), 'ours' rows and the naive "
-             "DP-SGD rows.  Features: 128-d truncated SVD of the raw MUSAE features "
-             "(ldpfast.datasets.load(..., feature_dim=128)), not the 128-d features PyG ships; sigma from "
-             f"the {a.accountant.upper()} accountant (paper units, noise std = 2 C sigma, C = 0.5).\n\n"
-             "Privacy model of the GNN rows:\n\n"
-             + "".join(f"* {ds}: {privacy_model(a.degree_model, bound[ds])}\n" for ds in a.datasets)
-             + f"\nNaive DP-SGD rows: {MLP_PRIVACY_MODEL}\n")
-    (out / "heterpoisson.md").write_text(f"# HeterPoisson reproduction\n\nCommand: `{cmd}`\n\n" + "\n".join(md) + notes)
-    print("\n".join(md))
-    plot_rows = [dict(r, model=r["model"].split(" ")[0] if r["model"].startswith("naive") else r["model"])
-                 for r in rows]
-    _plot(out / "heterpoisson_accuracy_vs_eps.png", plot_rows, "HeterPoisson")
-    print(f"saved {out}/heterpoisson.json, heterpoisson.md, heterpoisson_accuracy_vs_eps.png")
-    return 0

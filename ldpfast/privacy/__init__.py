@@ -18,8 +18,7 @@ attribute access (they need torch and the HeterPoisson method).
 """
 from __future__ import annotations
 
-import importlib
-
+from .._lazy import lazy_submodules as _lazy_submodules
 from .accountants import (  # noqa: F401
     DEFAULT_ORDERS,
     HeterPoissonAccountant,
@@ -48,8 +47,4 @@ from .ldp import (  # noqa: F401
 
 _LAZY = ("audit", "dpsgd", "accountant")  # accountant: the deprecated path (issue 12)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = _lazy_submodules(__name__, _LAZY, globals())
