@@ -151,7 +151,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
 @pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint", "edges", "graph",
-                                  "reconstruct"])
+                                  "reconstruct", "synthetic"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -298,6 +298,13 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)
     _cuda.fill_geometric(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 0.1)
+    # synthetic.cu: the walk (count + fill), the trim priorities, prototypes and features
+    W, seg = torch.tensor([3.0, 2.0, 1.0], dtype=torch.float64), torch.tensor([0, 2, 3])
+    _cuda.synth_edges(W, torch.tensor([0, 0, 1], dtype=torch.int32), seg, torch.ones(4, dtype=torch.float64),
+                      W[:1], W[2:], 0.1, 1, 0)
+    _cuda.synth_priorities(torch.tensor([0, 1, 1, 1]), 1, 2)
+    for ft in (torch.float32, torch.uint8):
+        _cuda.synth_features(1, torch.tensor([0, 1, 1]), 2, 0.5, 0, torch.empty(3, 4, dtype=ft))
     _cuda.fill_binomial(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 10, 0.1)
     _cuda.fill_discrete_laplace(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 4, 1)
 
@@ -324,7 +331,8 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("heter_infer_", 4), ("heter_infer_", 8), ("heter_infer_", 9), ("heter_infer_", 10),
                ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
                ("ll_zero_", 10), ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13),
-               ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8)}
+               ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
+               ("synth_", 11), ("synth_", 12), ("synth_", 13)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 
@@ -929,3 +937,27 @@ def test_gpu_inference_subgraphs_bit_identical_to_cpu(induced):
             a = getattr(got, f)
             assert a.is_cuda, f
             assert torch.equal(a.cpu(), getattr(want, f)), (n_test, f)
+
+
+# --- synthetic graphs on a GPU (synthetic.cu) ---------------------------------------------------
+@_apply(gpu)
+@pytest.mark.parametrize("kw", [
+    dict(avg_degree=10, num_features=6),
+    dict(num_edges=60000, num_classes=3, homophily=0.6, num_features=5, feature_kind="continuous"),
+    dict(avg_degree=8, num_classes=4, homophily=1.0, num_features=9, feature_dtype=torch.uint8),
+    dict(num_edges=20000 * 19999 // 2 // 400, num_classes=1, max_degree=5000),
+])
+def test_gpu_synthetic_bit_identical_to_cpp(kw):
+    from ldpfast.datasets import synthetic
+
+    want = synthetic(20000, seed=2**63 + 9, edge_index=True, backend="cpp", **kw)
+    got = synthetic(20000, seed=2**63 + 9, edge_index=True, device="cuda", **kw)
+    assert got.csr.col.is_cuda and got.csr.rowptr.is_cuda and got.y.is_cuda
+    pairs = [(got.csr.rowptr, want.csr.rowptr), (got.csr.col, want.csr.col), (got.y, want.y),
+             (got.edge_index, want.edge_index)]
+    if want.x is not None:
+        assert got.x.is_cuda
+        pairs.append((got.x, want.x))
+    for g, w in pairs:
+        assert g.dtype == w.dtype
+        assert g.cpu().numpy().tobytes() == w.numpy().tobytes()
