@@ -344,3 +344,40 @@ def test_weight_tables_match_the_kernels():
     for a, b in zip(S._weight_tables(W), _wtables(W)):
         assert a.tobytes() == b.tobytes()
     assert S._weight_tables(W)[0].shape == (16,)
+
+
+def test_priority_sort_trim_breaks_ties_like_the_histogram_trim():
+    """A drop that splits two equal priorities: both trims remove the earlier edge."""
+    n, seed = 60000, 4
+    plan = S._Plan(C, seed, n, 2, 0.8, 8.0, 2.5, 600.0, {})
+    scale = plan.calibrate(C, n * 8.0 / 2)
+    rp, col = plan.sample(C, seed, 0, scale, False)
+    total = int(rp[-1])
+    prio = np.empty(total, dtype=np.int64)
+    C.synth_priorities(seed, rp, prio)
+    vals, counts = np.unique(prio, return_counts=True)
+    assert np.any(counts > 1), "no tied priorities: pick another seed"
+    p = vals[counts > 1][0]
+    drop = int(np.sum(prio < p)) + 1  # exactly one of the tied edges goes
+    ucnt = np.empty(n, dtype=np.int64)
+    ucol = col.copy()
+    C.synth_trim(seed, rp, ucol, drop, ucnt)
+    kept = np.concatenate([ucol[rp[s]:rp[s] + ucnt[s]] for s in range(n)])
+
+    class K:
+        @staticmethod
+        def synth_priorities(uptr, tot, sd):
+            return torch.from_numpy(prio)
+
+    first = int(np.flatnonzero(prio == p)[0])
+    got_rp, got_col = S._device_csr(K, seed, n, torch.from_numpy(rp), torch.from_numpy(col), drop,
+                                    torch.from_numpy(plan.ids.astype(np.int64)))
+    want_rp = np.empty(n + 1, dtype=np.int64)
+    want_col = np.empty(2 * (total - drop), dtype=np.int32)
+    C.synth_symmetrize(rp, ucnt, ucol, plan.ids, want_rp, want_col)
+    assert kept.size == total - drop
+    assert np.array_equal(got_rp.numpy(), want_rp) and np.array_equal(got_col.numpy(), want_col)
+    # and the tie went to the earlier edge (a later-first rule would keep `first`)
+    row = int(np.searchsorted(rp, first, side="right") - 1)
+    j = first - rp[row]
+    assert col[rp[row] + j] not in ucol[rp[row]:rp[row] + ucnt[row]]

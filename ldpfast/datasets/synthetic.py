@@ -19,7 +19,8 @@ exactly the set the histogram trim removes; the CSR of step 7 is a ``torch.sort`
 distinct 64-bit keys ``row * n + col`` of both directions with ``torch.searchsorted`` row
 pointers (a simple graph has no repeated key, so the result is the sorted adjacency the
 counting sort builds).  Features are one thread per cell.  Peak device memory for the
-Orkut-sized graph is estimated (not measured) at about 8 GB (the sort of 234M int64 keys).
+Orkut-sized graph is estimated (not measured) at 8 to 10 GB: the sort of 234M int64 keys
+(keys, sorted keys, sort indices and the sort's scratch).
 
 Model
 -----
@@ -334,8 +335,9 @@ def _device_csr(k, seed: int, n: int, uptr, ucol, drop: int, ids):
         del kept
     a, b = ids[rows], ids[ucol.to(torch.int64)]
     del rows, ucol
-    key = torch.sort(torch.cat([a * n + b, b * n + a])).values
+    key = torch.cat([a * n + b, b * n + a])
     del a, b
+    key = torch.sort(key).values
     rowptr = torch.searchsorted(key, torch.arange(n + 1, device=dev) * n)
     col = torch.remainder(key, n).to(torch.int32)
     return rowptr, col
@@ -454,8 +456,8 @@ def synthetic(
         Also store ``edge_index`` (int64, both directions; 16 bytes per directed edge).  The
         CSR is always stored as ``data.csr`` (:class:`ldpfast.graph.CSR`).
     backend : str, optional
-        ``"cpp"``, ``"numba"`` or ``"cuda"`` (default: automatic; ``"cuda"`` alone means
-        ``device="cuda"``).
+        ``"cpp"``, ``"numba"`` or ``"cuda"`` (default: ``LDPFAST_BACKEND``, else automatic);
+        ``"cuda"`` (argument or environment) with no ``device`` means ``device="cuda"``.
     device : str or torch.device, optional
         ``"cpu"`` (default) or ``"cuda"``: build the graph on the GPU (``csrc/cuda/synthetic.cu``
         for the edge walk, trim priorities and features, torch ops for the trim and the CSR;
@@ -620,7 +622,7 @@ def orkut_like(seed: int | None = 0, *, num_features: int = 0, edge_index: bool 
         Also build the (2, 234M) int64 ``edge_index``.
     **kw
         Further arguments of :func:`synthetic` (``degree_exponent``, ``num_classes``,
-        ``homophily``, ``feature_kind``, ``backend``, ``verbose``, ...).
+        ``homophily``, ``feature_kind``, ``backend``, ``device``, ``verbose``, ...).
     """
     params = {"num_nodes": ORKUT_NODES, "num_edges": ORKUT_EDGES, "degree_exponent": 2.4,
                   "max_degree": ORKUT_MAX_DEGREE, "num_classes": 2, "homophily": 0.8}
