@@ -692,6 +692,18 @@ def test_synthetic_cuda_request_builds_on_the_device_and_matches_cpu(fake_cuda_s
         assert got.csr.nnz == 2 * kw["num_edges"]
 
 
+@pytest.mark.parametrize("kw", [dict(num_edges=50 * 49 // 2, num_classes=1),  # every pair (scale = inf)
+                                dict(num_edges=600, num_classes=2, homophily=1.0)])  # every intra pair
+def test_synthetic_cuda_complete_graphs_match_cpu(fake_cuda_synth, kw):
+    from ldpfast.datasets import synthetic
+
+    want = synthetic(50, seed=3, edge_index=False, backend="cpp", **kw)
+    got = synthetic(50, seed=3, backend="cuda", edge_index=False, **kw)
+    assert DeviceInput.copies == [] and "synth_edges" in fake_cuda_synth
+    assert np_of(got.csr.rowptr).tobytes() == want.csr.rowptr.numpy().tobytes()
+    assert np_of(got.csr.col).tobytes() == want.csr.col.numpy().tobytes()
+
+
 def test_synthetic_device_trim_and_csr_can_fail(fake_cuda_synth, monkeypatch):
     # the comparison above sees a wrong trim: with negated priorities other edges go
     from ldpfast.datasets import synthetic

@@ -537,7 +537,8 @@ def synthetic(
     if dev_type == "cuda":
         # on the device, trim and CSR are one step (torch ops); timings are launch times
         t0 = time.perf_counter()
-        rowptr, col = _device_csr(k, seed, n, uptr, ucol, drop, dp["ids"])
+        with _backend.oom_guard("synthetic: trim and symmetric CSR on the device"):
+            rowptr, col = _device_csr(k, seed, n, uptr, ucol, drop, dp["ids"])
         del ucol, uptr
         nnz = 2 * (total - drop)
         tm["trim"], tm["csr"] = 0.0, time.perf_counter() - t0
