@@ -5,7 +5,8 @@ NVRTC (libnvrtc from the ``nvidia-cuda-nvrtc`` wheel of the ``test`` extra, load
 ctypes) from exactly the source string and options ``ldpfast._cuda`` hands CuPy at run time;
 the PTX has no FMA and no flushed float32 maths where bit-identity needs it; the source
 assembly inlines headers (so CuPy's cache key covers them); and the C++ build runs every
-branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin.
+branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin; and
+``synthetic.cu`` itself is compiled by g++ with a serial grid and run against the C++ build.
 With a GPU (``pytest -m cuda``): bit-identity of every CUDA kernel with the C++ kernel
 (propagation: rows of at most ``_cuda.SPMM_CHUNK`` entries; longer, chunked rows are checked
 close and deterministic), propagate's autograd and KProp on CUDA against CPU, the public
@@ -937,6 +938,104 @@ def test_gpu_inference_subgraphs_bit_identical_to_cpu(induced):
             a = getattr(got, f)
             assert a.is_cuda, f
             assert torch.equal(a.cpu(), getattr(want, f)), (n_test, f)
+
+
+# --- synthetic.cu's indexing, emulated on the host --------------------------------------------
+# No GPU here: g++ compiles synthetic.cu itself with the CUDA keywords defined away and a serial
+# grid (every thread of every 256-thread block, the bounds guards included), so the kernels'
+# indexing, count / fill split and output casts run against the C++ build.  This checks the
+# .cu code paths, not the GPU (device compilation and the PTX are the tests above).
+_EMU = r"""
+#include <cstdint>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+struct EmuDim { unsigned x; };
+static EmuDim blockIdx, threadIdx, blockDim = {256};
+#include "SYNTH_CU"
+template <class F> static void grid(int64_t n, F f) {
+    for (int64_t i = 0; i < (n + 255) / 256 * 256; ++i) {
+        blockIdx.x = (unsigned)(i / 256);
+        threadIdx.x = (unsigned)(i % 256);
+        f();
+    }
+}
+extern "C" void emu_edges(const double* W, const int32_t* cls, const int64_t* seg, const double* fmat,
+                          const double* wmax, const double* wmin, int64_t n, int64_t C, double scale, uint64_t seed,
+                          int64_t attempt, int64_t* counts, const int64_t* rowptr, int32_t* col, int fill) {
+    grid(n, [&] { synth_edges(W, cls, seg, fmat, wmax, wmin, n, C, scale, seed, attempt, counts, rowptr, col, fill); });
+}
+extern "C" void emu_priorities(const int64_t* rowptr, int64_t n, uint64_t seed, int64_t* prio) {
+    grid(n, [&] { synth_priorities(rowptr, n, seed, prio); });
+}
+extern "C" void emu_features(uint64_t seed, const int64_t* y, int64_t n, int64_t C, int64_t d, double signal,
+                             int kind, double* q, void* x, int u8) {
+    grid(C * d, [&] { synth_proto(seed, C, d, signal, q); });
+    grid(n * d, [&] {
+        if (u8) synth_features_u8(seed, y, n, d, q, kind, (uint8_t*)x);
+        else synth_features_f32(seed, y, n, d, q, kind, (float*)x);
+    });
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_synthetic_cu_kernels_emulated_on_the_host_equal_cpp(tmp_path):
+    import importlib
+
+    C = pytest.importorskip("ldpfast._C")
+    S = importlib.import_module("ldpfast.datasets.synthetic")
+    src = tmp_path / "emu.cpp"
+    src.write_text(_EMU.replace("SYNTH_CU", str(CSRC / "cuda" / "synthetic.cu")))
+    lib = tmp_path / "emu.so"
+    r = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", str(src), "-o",
+                        str(lib)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    E = ctypes.CDLL(str(lib))
+    P = ctypes.c_void_p
+    i64, u64, f64, i32 = ctypes.c_int64, ctypes.c_uint64, ctypes.c_double, ctypes.c_int
+    E.emu_edges.argtypes = [P] * 6 + [i64, i64, f64, u64, i64, P, P, P, i32]
+    E.emu_priorities.argtypes = [P, i64, u64, P]
+    E.emu_features.argtypes = [u64, P, i64, i64, i64, f64, i32, P, P, i32]
+
+    def ptr(a):
+        return a.ctypes.data_as(P) if a is not None else None
+
+    seed, n = 2**64 - 11, 5003  # n not a multiple of the block size
+    for Cn, h in ((1, 1.0), (3, 0.6)):
+        plan = S._Plan(C, seed, n, Cn, h, 9.0, 2.3, 400.0, {})
+        scale = plan.calibrate(C, n * 9.0 / 2)
+        wmax, wmin = S._weight_tables(plan.W)
+        for attempt in (0, 2):
+            args = (seed, attempt, plan.W, plan.cls, plan.seg, plan.fmat, scale,
+                    np.arange(n + 1, dtype=np.int64))
+            want_rp = np.zeros(n + 1, dtype=np.int64)
+            C.synth_edge_count(*args, want_rp[1:])
+            np.cumsum(want_rp, out=want_rp)
+            want_col = np.empty(int(want_rp[-1]), dtype=np.int32)
+            C.synth_edge_fill(*args, want_rp, want_col)
+            head = (ptr(plan.W), ptr(plan.cls), ptr(plan.seg), ptr(plan.fmat), ptr(wmax), ptr(wmin), n, Cn,
+                    scale, seed, attempt)
+            counts = np.full(n, -1, dtype=np.int64)
+            E.emu_edges(*head, ptr(counts), None, None, 0)
+            rp = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=rp[1:])
+            col = np.full(int(rp[-1]), -1, dtype=np.int32)
+            E.emu_edges(*head, None, ptr(rp), ptr(col), 1)
+            assert rp.tobytes() == want_rp.tobytes() and col.tobytes() == want_col.tobytes()
+        want = np.empty(int(rp[-1]), dtype=np.int64)
+        C.synth_priorities(seed, rp, want)
+        got = np.full_like(want, -1)
+        E.emu_priorities(ptr(rp), n, seed, ptr(got))
+        assert got.tobytes() == want.tobytes()
+        for kind, dt in ((0, np.float32), (1, np.float32), (0, np.uint8)):
+            d = 7
+            want = np.empty((n, d), dtype=dt)
+            C.synth_features(seed, plan.y, Cn, 0.7, kind, want)
+            got = np.full((n, d), 9, dtype=dt)
+            q = np.empty(Cn * d)
+            E.emu_features(seed, ptr(plan.y), n, Cn, d, 0.7, kind, ptr(q), ptr(got), int(dt == np.uint8))
+            assert got.tobytes() == want.tobytes()
 
 
 # --- synthetic graphs on a GPU (synthetic.cu) ---------------------------------------------------
