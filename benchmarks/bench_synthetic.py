@@ -4,10 +4,14 @@ Usage::
 
     python benchmarks/bench_synthetic.py --preset orkut [--threads 2] [--out results/bench_synthetic.json]
     python benchmarks/bench_synthetic.py --preset small
+    python benchmarks/bench_synthetic.py --preset orkut --device cuda   # built on the GPU
 
 Reports the wall time of every generation phase, the total, the peak RSS of the process
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, KiB on Linux) and graph statistics, prints a
-markdown table and writes JSON.  Standalone: no dependency on the shared harness.
+markdown table and writes JSON.  Standalone: no dependency on the shared harness.  With
+``--device cuda`` the graph is built on the GPU (the wall time ends with a device
+synchronisation; phase times after ``calibrate`` are mostly launch times there) and the peak
+device memory (``torch.cuda.max_memory_allocated``) is reported too.
 """
 from __future__ import annotations
 
@@ -45,25 +49,34 @@ def _intra_fraction(csr, y, chunk_rows: int = 1 << 16) -> float:
     return same / csr.nnz if csr.nnz else float("nan")
 
 
-def run(preset: str, threads: int | None, backend: str | None, num_features: int) -> dict:
+def run(preset: str, threads: int | None, backend: str | None, num_features: int,
+        device: str = "cpu") -> dict:
     import ldpfast
     from ldpfast.datasets import orkut_like, synthetic
 
     if threads:
         ldpfast.set_num_threads(threads)
     spec = PRESETS[preset]
-    kwargs = dict(spec["kwargs"], backend=backend, num_features=num_features)
+    kwargs = dict(spec["kwargs"], backend=backend, num_features=num_features, device=device)
+    cuda = device == "cuda"
+    if cuda:
+        import torch
+
+        if torch.cuda.is_available():  # else synthetic() raises BackendUnavailable, with the reason
+            torch.cuda.reset_peak_memory_stats()
     rss_before = _rss_kib()
     timings: dict = {}
     from ldpfast import _backend
 
     print(f"[bench_synthetic] building preset {preset!r} ({spec['kind']}, "
-          f"{_backend.resolve('cpu', backend)} backend) ...", flush=True)
+          f"{'cuda' if cuda else _backend.resolve('cpu', backend)} backend) ...", flush=True)
     t0 = time.perf_counter()
     if spec["kind"] == "orkut_like":
         data = orkut_like(timings=timings, **kwargs)
     else:
         data = synthetic(timings=timings, **kwargs)
+    if cuda:
+        torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     rss_peak = _rss_kib()
     csr = data.csr
@@ -74,7 +87,7 @@ def run(preset: str, threads: int | None, backend: str | None, num_features: int
     return {
         "benchmark": "synthetic",
         "preset": preset,
-        "params": {k: v for k, v in kwargs.items() if k != "backend"},
+        "params": {k: v for k, v in kwargs.items() if k not in ("backend", "device")},
         "backend": backend or "auto",
         "threads": ldpfast.get_num_threads(),
         "num_nodes": int(data.num_nodes),
@@ -92,6 +105,8 @@ def run(preset: str, threads: int | None, backend: str | None, num_features: int
         "generated_edges": int(timings["generated_edges"]),
         "csr_bytes": int(csr_bytes),
         "peak_rss_kib": int(rss_peak),
+        "device": device,
+        "peak_device_bytes": int(torch.cuda.max_memory_allocated()) if cuda else None,
         "rss_before_kib": int(rss_before),
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "cpus": os.cpu_count()},
@@ -100,7 +115,7 @@ def run(preset: str, threads: int | None, backend: str | None, num_features: int
 
 def markdown(r: dict) -> str:
     title = (f"### synthetic graph generator: preset `{r['preset']}` ({r['threads']} threads, "
-             f"backend {r['backend']})")
+             f"backend {r['backend']}, device {r.get('device', 'cpu')})")
     lines = [title, "", "| phase | seconds |", "|---|---:|"]
     for p, s in r["phases_s"].items():
         lines.append(f"| {p} | {s:.2f} |")
@@ -115,6 +130,8 @@ def markdown(r: dict) -> str:
               f"| CSR size | {r['csr_bytes'] / 2**30:.2f} GiB |",
               f"| peak RSS | {r['peak_rss_kib'] / 2**20:.2f} GiB |",
               f"| wall time | {r['wall_s']:.2f} s |"]
+    if r.get("peak_device_bytes") is not None:
+        lines.append(f"| peak device memory | {r['peak_device_bytes'] / 2**30:.2f} GiB |")
     return "\n".join(lines)
 
 
@@ -124,9 +141,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="kernel threads (default: all cores)")
     ap.add_argument("--backend", choices=["cpp", "numba"], default=None)
     ap.add_argument("--num-features", type=int, default=0)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="build the graph on this device (cuda: csrc/cuda/synthetic.cu)")
     ap.add_argument("--out", default=None, help="JSON output path")
     args = ap.parse_args(argv)
-    r = run(args.preset, args.threads, args.backend, args.num_features)
+    r = run(args.preset, args.threads, args.backend, args.num_features, args.device)
     print(markdown(r))
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -5,7 +5,8 @@ NVRTC (libnvrtc from the ``nvidia-cuda-nvrtc`` wheel of the ``test`` extra, load
 ctypes) from exactly the source string and options ``ldpfast._cuda`` hands CuPy at run time;
 the PTX has no FMA and no flushed float32 maths where bit-identity needs it; the source
 assembly inlines headers (so CuPy's cache key covers them); and the C++ build runs every
-branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin.
+branch of the shared bodies in ``csrc/common/features.h`` against the Numba twin; and
+``synthetic.cu`` itself is compiled by g++ with a serial grid and run against the C++ build.
 With a GPU (``pytest -m cuda``): bit-identity of every CUDA kernel with the C++ kernel
 (propagation: rows of at most ``_cuda.SPMM_CHUNK`` entries; longer, chunked rows are checked
 close and deterministic), propagate's autograd and KProp on CUDA against CPU, the public
@@ -151,7 +152,7 @@ def _nvrtc_ptx(name: str) -> str:
 
 @pytest.mark.skipif(NVRTC is None, reason=NVRTC_WHY or "libnvrtc not loadable")
 @pytest.mark.parametrize("name", ["features", "rng", "propagate", "sampling", "fingerprint", "edges", "graph",
-                                  "reconstruct"])
+                                  "reconstruct", "synthetic"])
 def test_ptx_has_no_fma_and_no_flushed_float_maths(name):
     # --fmad=false must hold (det_log, 1-bit thresholds), and CuPy appends -ftz=true, which
     # would flush float32 subnormals (a float32 input widened to double included).
@@ -298,6 +299,13 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)
     _cuda.fill_geometric(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 0.1)
+    # synthetic.cu: the walk (count + fill), the trim priorities, prototypes and features
+    W, seg = torch.tensor([3.0, 2.0, 1.0], dtype=torch.float64), torch.tensor([0, 2, 3])
+    _cuda.synth_edges(W, torch.tensor([0, 0, 1], dtype=torch.int32), seg, torch.ones(4, dtype=torch.float64),
+                      W[:1], W[2:], 0.1, 1, 0)
+    _cuda.synth_priorities(torch.tensor([0, 1, 1, 1]), 1, 2)
+    for ft in (torch.float32, torch.uint8):
+        _cuda.synth_features(1, torch.tensor([0, 1, 1]), 2, 0.5, 0, torch.empty(3, 4, dtype=ft))
     _cuda.fill_binomial(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 10, 0.1)
     _cuda.fill_discrete_laplace(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 4, 1)
 
@@ -324,7 +332,8 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("heter_infer_", 4), ("heter_infer_", 8), ("heter_infer_", 9), ("heter_infer_", 10),
                ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
                ("ll_zero_", 10), ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13),
-               ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8)}
+               ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
+               ("synth_", 11), ("synth_", 12), ("synth_", 13)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 
@@ -929,3 +938,125 @@ def test_gpu_inference_subgraphs_bit_identical_to_cpu(induced):
             a = getattr(got, f)
             assert a.is_cuda, f
             assert torch.equal(a.cpu(), getattr(want, f)), (n_test, f)
+
+
+# --- synthetic.cu's indexing, emulated on the host --------------------------------------------
+# No GPU here: g++ compiles synthetic.cu itself with the CUDA keywords defined away and a serial
+# grid (every thread of every 256-thread block, the bounds guards included), so the kernels'
+# indexing, count / fill split and output casts run against the C++ build.  This checks the
+# .cu code paths, not the GPU (device compilation and the PTX are the tests above).
+_EMU = r"""
+#include <cstdint>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+struct EmuDim { unsigned x; };
+static EmuDim blockIdx, threadIdx, blockDim = {256};
+#include "SYNTH_CU"
+template <class F> static void grid(int64_t n, F f) {
+    for (int64_t i = 0; i < (n + 255) / 256 * 256; ++i) {
+        blockIdx.x = (unsigned)(i / 256);
+        threadIdx.x = (unsigned)(i % 256);
+        f();
+    }
+}
+extern "C" void emu_edges(const double* W, const int32_t* cls, const int64_t* seg, const double* fmat,
+                          const double* wmax, const double* wmin, int64_t n, int64_t C, double scale, uint64_t seed,
+                          int64_t attempt, int64_t* counts, const int64_t* rowptr, int32_t* col, int fill) {
+    grid(n, [&] { synth_edges(W, cls, seg, fmat, wmax, wmin, n, C, scale, seed, attempt, counts, rowptr, col, fill); });
+}
+extern "C" void emu_priorities(const int64_t* rowptr, int64_t n, uint64_t seed, int64_t* prio) {
+    grid(n, [&] { synth_priorities(rowptr, n, seed, prio); });
+}
+extern "C" void emu_features(uint64_t seed, const int64_t* y, int64_t n, int64_t C, int64_t d, double signal,
+                             int kind, double* q, void* x, int u8) {
+    grid(C * d, [&] { synth_proto(seed, C, d, signal, q); });
+    grid(n * d, [&] {
+        if (u8) synth_features_u8(seed, y, n, d, q, kind, (uint8_t*)x);
+        else synth_features_f32(seed, y, n, d, q, kind, (float*)x);
+    });
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_synthetic_cu_kernels_emulated_on_the_host_equal_cpp(tmp_path):
+    import importlib
+
+    C = pytest.importorskip("ldpfast._C")
+    S = importlib.import_module("ldpfast.datasets.synthetic")
+    src = tmp_path / "emu.cpp"
+    src.write_text(_EMU.replace("SYNTH_CU", str(CSRC / "cuda" / "synthetic.cu")))
+    lib = tmp_path / "emu.so"
+    r = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", str(src), "-o",
+                        str(lib)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    E = ctypes.CDLL(str(lib))
+    P = ctypes.c_void_p
+    i64, u64, f64, i32 = ctypes.c_int64, ctypes.c_uint64, ctypes.c_double, ctypes.c_int
+    E.emu_edges.argtypes = [P] * 6 + [i64, i64, f64, u64, i64, P, P, P, i32]
+    E.emu_priorities.argtypes = [P, i64, u64, P]
+    E.emu_features.argtypes = [u64, P, i64, i64, i64, f64, i32, P, P, i32]
+
+    def ptr(a):
+        return a.ctypes.data_as(P) if a is not None else None
+
+    seed, n = 2**64 - 11, 5003  # n not a multiple of the block size
+    for Cn, h in ((1, 1.0), (3, 0.6)):
+        plan = S._Plan(C, seed, n, Cn, h, 9.0, 2.3, 400.0, {})
+        scale = plan.calibrate(C, n * 9.0 / 2)
+        wmax, wmin = S._weight_tables(plan.W)
+        for attempt in (0, 2):
+            args = (seed, attempt, plan.W, plan.cls, plan.seg, plan.fmat, scale,
+                    np.arange(n + 1, dtype=np.int64))
+            want_rp = np.zeros(n + 1, dtype=np.int64)
+            C.synth_edge_count(*args, want_rp[1:])
+            np.cumsum(want_rp, out=want_rp)
+            want_col = np.empty(int(want_rp[-1]), dtype=np.int32)
+            C.synth_edge_fill(*args, want_rp, want_col)
+            head = (ptr(plan.W), ptr(plan.cls), ptr(plan.seg), ptr(plan.fmat), ptr(wmax), ptr(wmin), n, Cn,
+                    scale, seed, attempt)
+            counts = np.full(n, -1, dtype=np.int64)
+            E.emu_edges(*head, ptr(counts), None, None, 0)
+            rp = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=rp[1:])
+            col = np.full(int(rp[-1]), -1, dtype=np.int32)
+            E.emu_edges(*head, None, ptr(rp), ptr(col), 1)
+            assert rp.tobytes() == want_rp.tobytes() and col.tobytes() == want_col.tobytes()
+        want = np.empty(int(rp[-1]), dtype=np.int64)
+        C.synth_priorities(seed, rp, want)
+        got = np.full_like(want, -1)
+        E.emu_priorities(ptr(rp), n, seed, ptr(got))
+        assert got.tobytes() == want.tobytes()
+        for kind, dt in ((0, np.float32), (1, np.float32), (0, np.uint8)):
+            d = 7
+            want = np.empty((n, d), dtype=dt)
+            C.synth_features(seed, plan.y, Cn, 0.7, kind, want)
+            got = np.full((n, d), 9, dtype=dt)
+            q = np.empty(Cn * d)
+            E.emu_features(seed, ptr(plan.y), n, Cn, d, 0.7, kind, ptr(q), ptr(got), int(dt == np.uint8))
+            assert got.tobytes() == want.tobytes()
+
+
+# --- synthetic graphs on a GPU (synthetic.cu) ---------------------------------------------------
+@_apply(gpu)
+@pytest.mark.parametrize("kw", [
+    dict(avg_degree=10, num_features=6),
+    dict(num_edges=60000, num_classes=3, homophily=0.6, num_features=5, feature_kind="continuous"),
+    dict(avg_degree=8, num_classes=4, homophily=1.0, num_features=9, feature_dtype=torch.uint8),
+    dict(num_edges=20000 * 19999 // 2 // 400, num_classes=1, max_degree=5000),
+])
+def test_gpu_synthetic_bit_identical_to_cpp(kw):
+    from ldpfast.datasets import synthetic
+
+    want = synthetic(20000, seed=2**63 + 9, edge_index=True, backend="cpp", **kw)
+    got = synthetic(20000, seed=2**63 + 9, edge_index=True, device="cuda", **kw)
+    assert got.csr.col.is_cuda and got.csr.rowptr.is_cuda and got.y.is_cuda
+    pairs = [(got.csr.rowptr, want.csr.rowptr), (got.csr.col, want.csr.col), (got.y, want.y),
+             (got.edge_index, want.edge_index)]
+    if want.x is not None:
+        assert got.x.is_cuda
+        pairs.append((got.x, want.x))
+    for g, w in pairs:
+        assert g.dtype == w.dtype
+        assert g.cpu().numpy().tobytes() == w.numpy().tobytes()

@@ -294,3 +294,90 @@ def test_orkut_like_exact_size():
     deg = g.csr.degrees()
     assert int(deg.max()) > 20_000
     assert ldpfast.graph.csr_of(g) is g.csr
+
+
+@pytest.mark.parametrize("drop", [0, 1, 777, 5000])
+def test_priority_sort_trim_equals_histogram_trim(drop):
+    """The CUDA path's trim (stable sort of synth_priorities, the `drop` first go) and its
+    sorted-key CSR give the C++ synth_trim + synth_symmetrize result (run here on CPU tensors)."""
+    plan = S._Plan(C, 9, 6000, 3, 0.7, 9.0, 2.5, 300.0, {})
+    scale = plan.calibrate(C, 6000 * 9.0 / 2)
+    rp, col = plan.sample(C, 9, 0, scale, False)
+    total = int(rp[-1])
+    ucnt = np.empty(6000, dtype=np.int64)
+    ucol = col.copy()
+    C.synth_trim(9, rp, ucol, drop, ucnt)
+    want_rp = np.empty(6001, dtype=np.int64)
+    want_col = np.empty(2 * (total - drop), dtype=np.int32)
+    C.synth_symmetrize(rp, ucnt, ucol, plan.ids, want_rp, want_col)
+
+    class K:  # the C++ twin of the CUDA launcher
+        @staticmethod
+        def synth_priorities(uptr, tot, seed):
+            out = np.empty(tot, dtype=np.int64)
+            C.synth_priorities(seed, uptr.numpy(), out)
+            return torch.from_numpy(out)
+
+    got_rp, got_col = S._device_csr(K, 9, 6000, torch.from_numpy(rp), torch.from_numpy(col), drop,
+                                    torch.from_numpy(plan.ids.astype(np.int64)))
+    assert got_col.dtype == torch.int32 and got_rp.dtype == torch.int64
+    assert np.array_equal(got_rp.numpy(), want_rp) and np.array_equal(got_col.numpy(), want_col)
+
+
+def test_priorities_are_the_trim_words():
+    rp = np.array([0, 3, 3, 9], dtype=np.int64)
+    out = np.empty(9, dtype=np.int64)
+    C.synth_priorities(2**64 - 1, rp, out)
+    from ldpfast.rng import CellRng, Stream
+
+    want = []
+    for s in range(3):  # row s's k-th edge gets the k-th word of its trim cell
+        g = CellRng(2**64 - 1, Stream.SYNTH_TRIM, s, 0)
+        want += [g.next_u32() for _ in range(rp[s + 1] - rp[s])]
+    assert out.tolist() == want
+
+
+def test_weight_tables_match_the_kernels():
+    from ldpfast._numba.synthetic import _wtables
+
+    W = np.sort(np.random.default_rng(1).random(1000))[::-1].copy()
+    for a, b in zip(S._weight_tables(W), _wtables(W)):
+        assert a.tobytes() == b.tobytes()
+    assert S._weight_tables(W)[0].shape == (16,)
+
+
+def test_priority_sort_trim_breaks_ties_like_the_histogram_trim():
+    """A drop that splits two equal priorities: both trims remove the earlier edge."""
+    n, seed = 60000, 4
+    plan = S._Plan(C, seed, n, 2, 0.8, 8.0, 2.5, 600.0, {})
+    scale = plan.calibrate(C, n * 8.0 / 2)
+    rp, col = plan.sample(C, seed, 0, scale, False)
+    total = int(rp[-1])
+    prio = np.empty(total, dtype=np.int64)
+    C.synth_priorities(seed, rp, prio)
+    vals, counts = np.unique(prio, return_counts=True)
+    assert np.any(counts > 1), "no tied priorities: pick another seed"
+    p = vals[counts > 1][0]
+    drop = int(np.sum(prio < p)) + 1  # exactly one of the tied edges goes
+    ucnt = np.empty(n, dtype=np.int64)
+    ucol = col.copy()
+    C.synth_trim(seed, rp, ucol, drop, ucnt)
+    kept = np.concatenate([ucol[rp[s]:rp[s] + ucnt[s]] for s in range(n)])
+
+    class K:
+        @staticmethod
+        def synth_priorities(uptr, tot, sd):
+            return torch.from_numpy(prio)
+
+    first = int(np.flatnonzero(prio == p)[0])
+    got_rp, got_col = S._device_csr(K, seed, n, torch.from_numpy(rp), torch.from_numpy(col), drop,
+                                    torch.from_numpy(plan.ids.astype(np.int64)))
+    want_rp = np.empty(n + 1, dtype=np.int64)
+    want_col = np.empty(2 * (total - drop), dtype=np.int32)
+    C.synth_symmetrize(rp, ucnt, ucol, plan.ids, want_rp, want_col)
+    assert kept.size == total - drop
+    assert np.array_equal(got_rp.numpy(), want_rp) and np.array_equal(got_col.numpy(), want_col)
+    # and the tie went to the earlier edge (a later-first rule would keep `first`)
+    row = int(np.searchsorted(rp, first, side="right") - 1)
+    j = first - rp[row]
+    assert col[rp[row] + j] not in ucol[rp[row]:rp[row] + ucnt[row]]

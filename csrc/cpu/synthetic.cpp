@@ -9,13 +9,15 @@
 // with probability p_st = min(1, (scale * W[s] * f[c_s, c_t]) * W[t]).  Row s draws its
 // upper-triangle neighbours t > s, one class segment k at a time, from its own generator
 // CellRng(seed, STREAM_SYNTH_EDGES, s, attempt * C + k): nothing depends on threads.
+// The per-row / per-cell bodies (walk, expected count, trim priorities, feature cells) are
+// in csrc/common/synthetic.h, shared with csrc/cuda/synthetic.cu.
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <thread>
 #include <vector>
 
-#include "../common/rng.h"
+#include "../common/synthetic.h"
 #include "buffers.h"
 #include "parallel.h"
 
@@ -23,14 +25,7 @@ namespace ldp {
 
 namespace {
 
-// Row at which the class prototypes of the features are drawn (rows of nodes are < 2^31;
-// the Philox row field has 48 bits).
-constexpr uint64_t PROTO_ROW = 1ull << 47;
-
-inline double min1(double x) { return x < 1.0 ? x : 1.0; }
-
-// Positions per block of the weight bound tables (see walk_row).
-constexpr int BLOCK_SHIFT = 6;
+using synth::BLOCK_SHIFT;
 
 struct Plan {
     const double* W;      // (n) target weight per position, descending inside a class
@@ -40,6 +35,10 @@ struct Plan {
     int64_t n, C;
     double scale;         // alpha / S
     std::vector<double> wmax, wmin;  // max / min of W over each block of 2^BLOCK_SHIFT positions
+    synth::View view() const {
+        return synth::View{W, cls, seg, fmat, wmax.empty() ? nullptr : wmax.data(),
+                           wmin.empty() ? nullptr : wmin.data(), n, C, scale};
+    }
 };
 
 Plan make_plan(py::array W, py::array cls, py::array seg, py::array fmat, double scale, bool tables = false) {
@@ -80,61 +79,6 @@ Plan make_plan(py::array W, py::array cls, py::array seg, py::array fmat, double
         }
     }
     return p;
-}
-
-// Acceptance ratio below which the skip bound is refreshed (see walk_row).
-constexpr double REFRESH = 0.9375;
-
-// Miller-Hagberg walk over row s: calls emit(t) for every accepted t > s, in ascending t.
-// Thinning with a bound pb >= p_t for every remaining candidate (W descends inside a
-// segment): skip Geometric(pb) candidates, accept the landing t with probability p_t / pb.
-// Miller & Hagberg set pb = p_t after every candidate; here pb is refreshed (to the bound
-// given by the landing block's largest weight) only when that would lower it by more than
-// 1/16, so log(1 - pb) is recomputed rarely while few candidates are rejected.  The
-// acceptance test U * pb < p_t is first decided with the block's min / max weight (small
-// tables that stay in cache); W[t] itself is read only when those do not decide it, which
-// gives the same decision as reading it (rounding is monotone), without a cache miss per
-// candidate.  Exact for any valid bound.
-template <class Emit>
-inline void walk_row(const Plan& P, uint64_t seed, int64_t attempt, int64_t s, Emit&& emit) {
-    const int64_t a = P.cls[s];
-    const double* wmax = P.wmax.data();
-    const double* wmin = P.wmin.data();
-    for (int64_t k = a; k < P.C; ++k) {
-        const double f = P.fmat[a * P.C + k];
-        if (!(f > 0.0)) continue;
-        const int64_t lo = (k == a) ? s + 1 : P.seg[k];
-        const int64_t hi = P.seg[k + 1];
-        if (lo >= hi) continue;
-        CellRng g(seed, STREAM_SYNTH_EDGES, (uint64_t)s, (uint32_t)(attempt * P.C + k));
-        const double cu = P.scale * P.W[s] * f;
-        int64_t t = lo;
-        double pb = min1(cu * P.W[t]);
-        double lg = pb < 1.0 ? det_log1p(-pb) : 0.0;
-        for (;;) {
-            if (!(pb > 0.0)) break;
-            if (pb < 1.0) {
-                // Geometric(pb) = floor(log(U) / log(1 - pb)), as CellRng::geometric
-                const double x = det_log(g.uniform()) / lg;
-                if (!(x < (double)(hi - t))) break;
-                t += (int64_t)x;
-            }
-            const int64_t blk = t >> BLOCK_SHIFT;
-            const double qlo = min1(cu * wmin[blk]);
-            const double qhi = min1(cu * wmax[blk]);
-            bool acc = qlo >= pb;  // then p_t >= pb: accept without a draw
-            if (!acc) {
-                const double u = g.uniform() * pb;
-                acc = u < qlo || (u < qhi && u < min1(cu * P.W[t]));
-            }
-            if (acc) emit(t);
-            if (++t >= hi) break;
-            if (qhi < pb * REFRESH) {
-                pb = qhi;
-                lg = det_log1p(-pb);
-            }
-        }
-    }
 }
 
 // Run f(begin, end, t) on the given row blocks [cuts[t], cuts[t + 1]), one thread each.
@@ -192,18 +136,13 @@ static void synth_nodes(uint64_t seed, int64_t C, py::array cls, py::array key) 
     parallel_for(nb, [&](int64_t b, int64_t e, int) {
         std::vector<int32_t> perm(C);
         for (int64_t blk = b; blk < e; ++blk) {
-            for (int64_t i = 0; i < C; ++i) perm[i] = (int32_t)i;
-            CellRng g(seed, STREAM_SYNTH_CLASS, (uint64_t)blk, 0);
-            for (int64_t i = C - 1; i > 0; --i) {
-                int64_t j = (int64_t)g.randint((uint64_t)(i + 1));
-                std::swap(perm[i], perm[j]);
-            }
+            synth::class_block(seed, C, blk, perm.data());
             int64_t r0 = blk * C, m = std::min<int64_t>(C, n - r0);
             for (int64_t i = 0; i < m; ++i) c[r0 + i] = perm[i];
         }
     }, std::max<int64_t>(1, 4096 / C));
     parallel_for(n, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) k[r] = CellRng(seed, STREAM_SYNTH_DEGREE, (uint64_t)r, 0).next_u64();
+        for (int64_t r = b; r < e; ++r) k[r] = synth::node_key(seed, r);
     });
 }
 
@@ -223,30 +162,8 @@ static py::tuple synth_expected(py::array W, py::array cls, py::array seg, py::a
     {
         py::gil_scoped_release nogil;
         parallel_for(pl.n, [&](int64_t b, int64_t e, int) {
-            for (int64_t s = b; s < e; ++s) {
-                const int64_t a = pl.cls[s];
-                int64_t trunc = 0;
-                double lin = 0.0;
-                for (int64_t k = a; k < pl.C; ++k) {
-                    const double f = pl.fmat[a * pl.C + k];
-                    if (!(f > 0.0)) continue;
-                    const int64_t lo = (k == a) ? s + 1 : pl.seg[k];
-                    const int64_t hi = pl.seg[k + 1];
-                    if (lo >= hi) continue;
-                    const double cu = pl.scale * pl.W[s] * f;
-                    // first t in [lo, hi) with cu * W[t] < 1 (W descending in the segment)
-                    int64_t l = lo, h = hi;
-                    while (l < h) {
-                        int64_t mid = l + (h - l) / 2;
-                        if (cu * pl.W[mid] >= 1.0) l = mid + 1;
-                        else h = mid;
-                    }
-                    trunc += l - lo;
-                    lin += cu * (P[hi] - P[l]);
-                }
-                lr[s] = lin;
-                er[s] = (double)trunc + lin;
-            }
+            const synth::View V = pl.view();
+            for (int64_t s = b; s < e; ++s) er[s] = synth::expected_row(V, P, s, &lr[s]);
         }, 1024);
         for (int64_t s = 0; s < pl.n; ++s) {
             E += er[s];
@@ -266,10 +183,11 @@ static void synth_edge_count(uint64_t seed, int64_t attempt, py::array W, py::ar
     const int64_t* wp = cdata_ptr<int64_t>(work, "work");
     int64_t* c = data_ptr<int64_t>(cnt, "cnt", true);
     py::gil_scoped_release nogil;
+    const synth::View V = pl.view();
     parallel_for_weighted(pl.n, wp, [&](int64_t b, int64_t e, int) {
         for (int64_t s = b; s < e; ++s) {
             int64_t m = 0;
-            walk_row(pl, seed, attempt, s, [&](int64_t) { ++m; });
+            synth::walk_row(V, seed, attempt, s, [&](int64_t) { ++m; });
             c[s] = m;
         }
     });
@@ -287,11 +205,12 @@ static void synth_edge_fill(uint64_t seed, int64_t attempt, py::array W, py::arr
     check_size(col, rp[pl.n], "col");
     int32_t* cl = data_ptr<int32_t>(col, "col", true);
     py::gil_scoped_release nogil;
+    const synth::View V = pl.view();
     parallel_for_weighted(pl.n, wp, [&](int64_t b, int64_t e, int) {
         for (int64_t s = b; s < e; ++s) {
             int64_t w = rp[s];
             const int64_t end = rp[s + 1];
-            walk_row(pl, seed, attempt, s, [&](int64_t t) {
+            synth::walk_row(V, seed, attempt, s, [&](int64_t t) {
                 if (w < end) cl[w] = (int32_t)t;
                 ++w;
             });
@@ -329,12 +248,13 @@ static int64_t synth_edge_sample(uint64_t seed, int64_t attempt, py::array W, py
     for (int t = 0; t < nt; ++t) start[t + 1] = start[t] + region_cap(ex[cuts[t + 1]] - ex[cuts[t]]);
     if (start[nt] > capacity) return -1;
     std::vector<char> ok(nt, 1);
+    const synth::View V = pl.view();
     run_blocks(cuts, [&](int64_t b, int64_t e, int t) {
         int64_t w = start[t];
         const int64_t lim = start[t + 1];
         for (int64_t s = b; s < e; ++s) {
             int64_t m = 0;
-            walk_row(pl, seed, attempt, s, [&](int64_t v) {
+            synth::walk_row(V, seed, attempt, s, [&](int64_t v) {
                 if (w < lim) cl[w] = (int32_t)v;
                 ++w;
                 ++m;
@@ -386,7 +306,7 @@ static void synth_trim(uint64_t seed, py::array rowptr, py::array col, int64_t d
         run_blocks(cuts, [&](int64_t b, int64_t e, int t) {
             int64_t* h = hist.data() + (size_t)t * NB;
             for (int64_t s = b; s < e; ++s) {
-                CellRng g(seed, STREAM_SYNTH_TRIM, (uint64_t)s, 0);
+                CellRng g = synth::trim_rng(seed, s);
                 for (int64_t j = rp[s]; j < rp[s + 1]; ++j) {
                     uint32_t p = g.next_u32();
                     if (!low) h[p >> 16]++;
@@ -419,14 +339,14 @@ static void synth_trim(uint64_t seed, py::array rowptr, py::array col, int64_t d
     std::vector<int64_t> dropped;
     if (r > 0) {
         for (int64_t s = 0; s < n && (int64_t)dropped.size() < r; ++s) {
-            CellRng g(seed, STREAM_SYNTH_TRIM, (uint64_t)s, 0);
+            CellRng g = synth::trim_rng(seed, s);
             for (int64_t j = rp[s]; j < rp[s + 1] && (int64_t)dropped.size() < r; ++j)
                 if (g.next_u32() == T) dropped.push_back(j);
         }
     }
     parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) {
         for (int64_t s = b; s < e; ++s) {
-            CellRng g(seed, STREAM_SYNTH_TRIM, (uint64_t)s, 0);
+            CellRng g = synth::trim_rng(seed, s);
             int64_t w = rp[s];
             for (int64_t j = rp[s]; j < rp[s + 1]; ++j) {
                 uint32_t p = g.next_u32();
@@ -435,6 +355,24 @@ static void synth_trim(uint64_t seed, py::array rowptr, py::array col, int64_t d
                 if (keep) cl[w++] = cl[j];
             }
             c[s] = w - rp[s];
+        }
+    });
+}
+
+// Trim priority of every upper-triangle edge (rowptr: n + 1) into prio (rowptr[n], int64):
+// the C++ twin of synthetic.cu's synth_priorities, whose output the CUDA path sorts (stable,
+// so the `drop` lowest with ties in edge order go: the edges synth_trim removes).
+static void synth_priorities(uint64_t seed, py::array rowptr, py::array prio) {
+    const int64_t n = rowptr.size() - 1;
+    if (n < 0) throw std::invalid_argument("rowptr: expected n + 1 >= 1 entries");
+    const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    check_size(prio, rp[n], "prio");
+    int64_t* pr = data_ptr<int64_t>(prio, "prio", true);
+    py::gil_scoped_release nogil;
+    parallel_for_weighted(n, rp, [&](int64_t b, int64_t e, int) {
+        for (int64_t s = b; s < e; ++s) {
+            CellRng g = synth::trim_rng(seed, s);
+            for (int64_t j = rp[s]; j < rp[s + 1]; ++j) pr[j] = (int64_t)g.next_u32();
         }
     });
 }
@@ -536,22 +474,12 @@ static void features_t(uint64_t seed, const int64_t* y, int64_t n, int64_t C, do
     std::vector<double> q((size_t)(C * d));
     for (int64_t c = 0; c < C; ++c)
         for (int64_t j = 0; j < d; ++j)
-            q[(size_t)(c * d + j)] =
-                0.5 + signal * (CellRng(seed, STREAM_SYNTH_FEATURES, PROTO_ROW + (uint64_t)c, (uint32_t)j).uniform() - 0.5);
+            q[(size_t)(c * d + j)] = synth::feature_proto(seed, c, j, signal);
     parallel_for(n, [&](int64_t b, int64_t e, int) {
         for (int64_t v = b; v < e; ++v) {
             const double* qr = q.data() + (size_t)(y[v] * d);
             T* xr = x + v * d;
-            for (int64_t j = 0; j < d; ++j) {
-                double u = CellRng(seed, STREAM_SYNTH_FEATURES, (uint64_t)v, (uint32_t)j).uniform();
-                if (kind == 0) {
-                    xr[j] = (T)(u < qr[j] ? 1 : 0);
-                } else {
-                    double t = qr[j] + u - 0.5;
-                    t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
-                    xr[j] = (T)t;
-                }
-            }
+            for (int64_t j = 0; j < d; ++j) xr[j] = (T)synth::feature_value(seed, v, j, qr[j], kind);
         }
     }, 256);
 }
@@ -585,6 +513,7 @@ void register_synthetic(py::module_& m) {
     m.def("synth_edge_sample", &synth_edge_sample,
           "Single-pass Miller-Hagberg sampling into per-thread regions; returns |E| or -1 (use count + fill)");
     m.def("synth_trim", &synth_trim, "Drop exactly `drop` edges by 32-bit priority (histogram threshold)");
+    m.def("synth_priorities", &synth_priorities, "Trim priority (32-bit word) of every upper-triangle edge");
     m.def("synth_symmetrize", &synth_symmetrize, "Symmetric sorted CSR by node id from the upper triangle");
     m.def("synth_features", &synth_features, "Class-correlated binary or continuous features");
 }

@@ -50,7 +50,19 @@ def _min1(x):
     return min(1.0, x)
 
 
-_REFRESH = 0.9375  # see walk_row in csrc/cpu/synthetic.cpp
+@jit
+def _segment(s, a, k, seg, fmat, C):
+    """(f, lo, hi): row s's (class a) candidates [lo, hi) in class segment k and their factor
+    f; lo >= hi when there are none (as synth::segment in csrc/common/synthetic.h)."""
+    f = fmat[a * C + k]
+    lo = s + 1 if k == a else seg[k]
+    hi = seg[k + 1]
+    if not f > 0.0:
+        hi = lo
+    return f, lo, hi
+
+
+_REFRESH = 0.9375  # see walk_row in csrc/common/synthetic.h
 _BLOCK_SHIFT = 6
 
 
@@ -73,11 +85,7 @@ def _walk_row(st, seed, attempt, s, W, wmax, wmin, cls, seg, fmat, C, scale, out
     m = np.int64(0)
     write = out.shape[0] > 0
     for k in range(a, C):
-        f = fmat[a * C + k]
-        if not f > 0.0:
-            continue
-        lo = s + 1 if k == a else seg[k]
-        hi = seg[k + 1]
+        f, lo, hi = _segment(s, a, k, seg, fmat, C)
         if lo >= hi:
             continue
         R.cell_init(st, seed, _EDGES, s, attempt * C + k)
@@ -161,11 +169,7 @@ def _expected(W, cls, seg, fmat, scale, P, er, lr):
             trunc = np.int64(0)
             lin = 0.0
             for k in range(a, C):
-                f = fmat[a * C + k]
-                if not f > 0.0:
-                    continue
-                lo = s + 1 if k == a else seg[k]
-                hi = seg[k + 1]
+                f, lo, hi = _segment(s, a, k, seg, fmat, C)
                 if lo >= hi:
                     continue
                 cu = scale * W[s] * f

@@ -4,8 +4,23 @@ The model is the Chung-Lu expected-degree model (Chung & Lu 2002, "Connected com
 random graphs with given expected degree sequences") with a planted class structure, sampled
 by the skip algorithm of Miller & Hagberg (2011, "Efficient generation of networks with given
 expected degrees", WAW 2011) in time linear in the number of edges.  The kernels are
-``csrc/cpu/synthetic.cpp`` (C++) and ``ldpfast/_numba/synthetic.py`` (Numba twin); both give
-bit-identical graphs for one seed, independent of the thread count.
+``csrc/cpu/synthetic.cpp`` (C++, per-row bodies in ``csrc/common/synthetic.h``),
+``ldpfast/_numba/synthetic.py`` (Numba twin) and ``csrc/cuda/synthetic.cu`` (CUDA, the same
+bodies); all give bit-identical graphs for one seed, independent of the thread count.
+
+GPU path (``device="cuda"`` or ``backend="cuda"``; **compiled with nvcc and NVRTC, never yet
+run on a GPU**): the node plan of steps 1-4 below (weights, classes, ids, the calibration of
+``alpha``: O(n C log n), node arrays only) is computed on the host by the CPU backend and
+uploaded once; the edges never touch the host.  The walk of step 5 runs as a count launch
+(one thread per row), a device prefix sum, one host read of the total (the allocation size)
+and a fill launch; the trim of step 6 is a stable ``torch.sort`` of the per-edge priorities
+(``synth_priorities``, the same words): the ``drop`` lowest go, ties in edge order, which is
+exactly the set the histogram trim removes; the CSR of step 7 is a ``torch.sort`` of the
+distinct 64-bit keys ``row * n + col`` of both directions with ``torch.searchsorted`` row
+pointers (a simple graph has no repeated key, so the result is the sorted adjacency the
+counting sort builds).  Features are one thread per cell.  Peak device memory for the
+Orkut-sized graph is estimated (not measured) at 8 to 10 GB: the sort of 234M int64 keys
+(keys, sorted keys, sort indices and the sort's scratch).
 
 Model
 -----
@@ -76,6 +91,7 @@ Box-Muller transform uses libm functions that are not bit-identical across backe
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -278,6 +294,55 @@ class _Plan:
         return rowptr, col
 
 
+def _weight_tables(W: np.ndarray):
+    """Max / min of W over blocks of 64 positions (the bound tables of the walk, as the C++
+    make_plan builds them; synth::BLOCK_SHIFT = 6)."""
+    starts = np.arange(0, W.shape[0], 64)
+    return np.maximum.reduceat(W, starts), np.minimum.reduceat(W, starts)
+
+
+def _device_type(device, backend) -> str:
+    """'cpu' or 'cuda': ``device`` if given, else 'cuda' when the backend asked for (argument,
+    then LDPFAST_BACKEND) is 'cuda'."""
+    if device is None:
+        want = backend if backend is not None else (os.environ.get("LDPFAST_BACKEND") or "auto")
+        return "cuda" if str(want).lower() == "cuda" else "cpu"
+    try:
+        t = torch.device(device).type
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device: expected 'cpu', 'cuda' or a torch.device, got {device!r}") from exc
+    if t not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected 'cpu', 'cuda' or a torch.device, got {device!r}")
+    return t
+
+
+def _device_csr(k, seed: int, n: int, uptr, ucol, drop: int, ids):
+    """Trim and symmetric CSR of a device upper triangle with torch ops (deterministic).
+
+    The trim keeps the edges after the ``drop`` first of a stable sort of the priorities:
+    the ``drop`` lowest go, exact ties in edge order, i.e. the edges ``synth_trim`` removes.
+    The CSR is the sorted list of distinct keys ``row * n + col`` of both directions (a
+    simple graph has no repeated key, so any sort gives the same bits), row pointers by
+    ``searchsorted``: the sorted adjacency that ``synth_symmetrize`` builds."""
+    dev = ucol.device
+    total = ucol.numel()
+    rows = torch.repeat_interleave(torch.arange(n, device=dev), uptr[1:] - uptr[:-1], output_size=total)
+    if drop > 0:
+        prio = k.synth_priorities(uptr, total, seed)
+        kept = torch.sort(prio, stable=True).indices[drop:]
+        del prio
+        rows, ucol = rows[kept], ucol[kept]
+        del kept
+    a, b = ids[rows], ids[ucol.to(torch.int64)]
+    del rows, ucol
+    key = torch.cat([a * n + b, b * n + a])
+    del a, b
+    key = torch.sort(key).values
+    rowptr = torch.searchsorted(key, torch.arange(n + 1, device=dev) * n)
+    col = torch.remainder(key, n).to(torch.int32)
+    return rowptr, col
+
+
 def _validate(num_nodes, avg_degree, num_classes, homophily, degree_exponent, max_degree,
               num_features, feature_kind, feature_signal, feature_dtype, num_edges, edge_index):
     n = _checks.check_int("num_nodes", num_nodes, 2, INT32_MAX)
@@ -340,6 +405,7 @@ def synthetic(
     seed: int | None = None,
     edge_index: bool = True,
     backend: str | None = None,
+    device: str | torch.device | None = None,
     verbose: bool = False,
     timings: dict | None = None,
 ):
@@ -390,7 +456,13 @@ def synthetic(
         Also store ``edge_index`` (int64, both directions; 16 bytes per directed edge).  The
         CSR is always stored as ``data.csr`` (:class:`ldpfast.graph.CSR`).
     backend : str, optional
-        ``"cpp"`` or ``"numba"`` (default: automatic).
+        ``"cpp"``, ``"numba"`` or ``"cuda"`` (default: ``LDPFAST_BACKEND``, else automatic);
+        ``"cuda"`` (argument or environment) with no ``device`` means ``device="cuda"``.
+    device : str or torch.device, optional
+        ``"cpu"`` (default) or ``"cuda"``: build the graph on the GPU (``csrc/cuda/synthetic.cu``
+        for the edge walk, trim priorities and features, torch ops for the trim and the CSR;
+        see the module docstring).  Same bits as the CPU graph for one seed.  Raises
+        :class:`ldpfast._backend.BackendUnavailable`, with the reason, where CUDA cannot run.
     verbose : bool
         Print the wall time of every phase.
     timings : dict, optional
@@ -417,12 +489,20 @@ def synthetic(
     n, d, C, h, gamma, m, M, nf, sig = _validate(
         num_nodes, avg_degree, num_classes, homophily, degree_exponent, max_degree, num_features,
         feature_kind, feature_signal, feature_dtype, num_edges, edge_index)
+    dev_type = _device_type(device, backend)
     seed = resolve_seed(seed)
-    k = _backend.get("cpu", backend)
+    k = _backend.get(dev_type, backend)
+    # the node plan (weights, classes, ids, calibration) is host work on either path
+    kh = k if dev_type == "cpu" else _backend.get("cpu", "auto")
     tm: dict = {} if timings is None else timings
     t_all = time.perf_counter()
 
-    plan = _Plan(k, seed, n, C, h, d, gamma, m, tm)
+    plan = _Plan(kh, seed, n, C, h, d, gamma, m, tm)
+    if dev_type == "cuda":
+        wmax, wmin = _weight_tables(plan.W)
+        dp = k.synth_upload({"W": plan.W, "cls": plan.cls, "seg": plan.seg, "fmat": plan.fmat, "wmax": wmax,
+                             "wmin": wmin, "ids": plan.ids.astype(np.int64), "y": plan.y},
+                            "cuda" if device is None else device)
     reach = _reachable_pairs(n, np.diff(plan.seg), C, h)
     if M is not None and M > reach:
         raise ValueError(f"num_edges: at most {reach} pairs can be edges here, got {M}")
@@ -434,11 +514,16 @@ def synthetic(
         if M is not None and target >= reach:
             scale, uniform = math.inf, True  # every reachable pair
         else:
-            scale, uniform = plan.calibrate(k, target), False
+            scale, uniform = plan.calibrate(kh, target), False
         tm["calibrate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        uptr, ucol = plan.sample(k, seed, attempt, scale, uniform)
-        total = int(uptr[n])
+        if dev_type == "cuda":
+            uptr, ucol = k.synth_edges(dp["W"], dp["cls"], dp["seg"], dp["fmat"], dp["wmax"], dp["wmin"],
+                                       scale, seed, attempt)
+            total = ucol.numel()
+        else:
+            uptr, ucol = plan.sample(k, seed, attempt, scale, uniform)
+            total = int(uptr[n])
         tm["sample"] += time.perf_counter() - t0
         if M is None or total >= M:
             break
@@ -448,26 +533,38 @@ def synthetic(
     tm.update(alpha=scale * plan.S, attempts=attempt + 1, generated_edges=total, i0=plan.i0)
     del plan.prefix, plan.erow, plan.lrow
 
-    t0 = time.perf_counter()
-    ucnt = np.empty(n, dtype=np.int64)
-    k.synth_trim(seed, uptr, ucol, 0 if M is None else total - M, ucnt)
-    tm["trim"] = time.perf_counter() - t0
+    drop = 0 if M is None else total - M
+    if dev_type == "cuda":
+        # on the device, trim and CSR are one step (torch ops); timings are launch times
+        t0 = time.perf_counter()
+        with _backend.oom_guard("synthetic: trim and symmetric CSR on the device"):
+            rowptr, col = _device_csr(k, seed, n, uptr, ucol, drop, dp["ids"])
+        del ucol, uptr
+        nnz = 2 * (total - drop)
+        tm["trim"], tm["csr"] = 0.0, time.perf_counter() - t0
+        y, ydev = dp["y"], dp["y"]
+    else:
+        t0 = time.perf_counter()
+        ucnt = np.empty(n, dtype=np.int64)
+        k.synth_trim(seed, uptr, ucol, drop, ucnt)
+        tm["trim"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    nnz = 2 * int(ucnt.sum())
-    rowptr = torch.empty(n + 1, dtype=torch.int64)
-    col = torch.empty(nnz, dtype=torch.int32)
-    k.synth_symmetrize(uptr, ucnt, ucol, plan.ids, rowptr.numpy(), col.numpy())
-    del ucol, ucnt, uptr
+        t0 = time.perf_counter()
+        nnz = 2 * int(ucnt.sum())
+        rowptr = torch.empty(n + 1, dtype=torch.int64)
+        col = torch.empty(nnz, dtype=torch.int32)
+        k.synth_symmetrize(uptr, ucnt, ucol, plan.ids, rowptr.numpy(), col.numpy())
+        del ucol, ucnt, uptr
+        tm["csr"] = time.perf_counter() - t0
+        y, ydev = torch.from_numpy(plan.y), plan.y
     csr = CSR(rowptr, col, n)
-    tm["csr"] = time.perf_counter() - t0
 
-    y = torch.from_numpy(plan.y)
     x = None
     t0 = time.perf_counter()
     if nf > 0:
-        x = torch.empty((n, nf), dtype=feature_dtype)
-        k.synth_features(seed, plan.y, C, sig, 0 if feature_kind == "binary" else 1, x.numpy())
+        x = torch.empty((n, nf), dtype=feature_dtype, device=col.device)
+        k.synth_features(seed, ydev, C, sig, 0 if feature_kind == "binary" else 1,
+                         x if dev_type == "cuda" else x.numpy())
     tm["features"] = time.perf_counter() - t0
     del plan
 
@@ -526,7 +623,7 @@ def orkut_like(seed: int | None = 0, *, num_features: int = 0, edge_index: bool 
         Also build the (2, 234M) int64 ``edge_index``.
     **kw
         Further arguments of :func:`synthetic` (``degree_exponent``, ``num_classes``,
-        ``homophily``, ``feature_kind``, ``backend``, ``verbose``, ...).
+        ``homophily``, ``feature_kind``, ``backend``, ``device``, ``verbose``, ...).
     """
     params = {"num_nodes": ORKUT_NODES, "num_edges": ORKUT_EDGES, "degree_exponent": 2.4,
                   "max_degree": ORKUT_MAX_DEGREE, "num_classes": 2, "homophily": 0.8}
