@@ -24,12 +24,12 @@ takes seconds to minutes, and the C++ kernels are faster.  ``LDPFAST_BACKEND=num
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
-import re
 import warnings
 from types import ModuleType
+
+from ._oom import DeviceOutOfMemory, format_bytes, oom_guard, to_device  # noqa: F401  (re-exported)
 
 BACKENDS = ("cpp", "cuda", "numba")
 _cache: dict[str, ModuleType | Exception] = {}
@@ -37,11 +37,6 @@ _cache: dict[str, ModuleType | Exception] = {}
 
 class BackendUnavailable(RuntimeError):
     """The requested backend cannot run here (the message says why)."""
-
-
-class DeviceOutOfMemory(MemoryError):
-    """A CUDA allocation failed (raised by :func:`oom_guard`): the message names what was
-    being allocated and the size asked for; the inputs of the call are unchanged."""
 
 
 class BackendFallbackWarning(RuntimeWarning):
@@ -165,54 +160,3 @@ def require_cuda_family(op: str, family: str, prefix: str = "") -> None:
             f"csrc/cuda/{family}.cu); run it on the CPU (device='cpu') instead")
 
 
-# --- CUDA out-of-memory ---------------------------------------------------------------------
-_TRIED = re.compile(r"[Tt]ried to allocate ([0-9.]+ ?[KMGTP]?i?B)")
-_CUPY_OOM = re.compile(r"allocating ([0-9,]+) bytes")
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if type(exc).__name__ in ("OutOfMemoryError", "OutOfMemoryError_"):  # torch, CuPy
-        return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes as ``'1.50 GiB (1610612736 bytes)'``."""
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k:
-            return f"{n / (1 << k):.2f} {unit} ({n} bytes)"
-    return f"{n} bytes"
-
-
-@contextlib.contextmanager
-def oom_guard(what: str, nbytes: int | None = None):
-    """Turn a CUDA out-of-memory error inside the block into :class:`DeviceOutOfMemory`
-    naming ``what`` and the size asked for (``nbytes`` if given, else the size in the
-    torch / CuPy message).  Use it around allocations made before anything is written to
-    an input, so that the inputs are unchanged when it raises."""
-    try:
-        yield
-    except DeviceOutOfMemory:
-        raise
-    except Exception as exc:  # only out-of-memory errors are converted
-        if not _is_oom(exc):
-            raise
-        if nbytes is not None:
-            asked = format_bytes(int(nbytes))
-        else:
-            m, c = _TRIED.search(str(exc)), _CUPY_OOM.search(str(exc))
-            asked = m.group(1) if m else (format_bytes(int(c.group(1).replace(",", ""))) if c
-                                           else "an unknown size")
-        raise DeviceOutOfMemory(
-            f"{what}: CUDA out of memory allocating {asked}; the inputs are unchanged. Free GPU "
-            "memory (smaller inputs or batches, torch.cuda.empty_cache()) or run on the CPU "
-            "(device='cpu').") from exc
-
-
-def to_device(t, device, name: str):
-    """``t.to(device)`` under :func:`oom_guard` with the size of the copy (``t`` unchanged);
-    ``t`` itself when it is already there."""
-    if t.device == device:
-        return t
-    with oom_guard(f"{name}: copy to {device}", t.numel() * t.element_size()):
-        return t.to(device)

@@ -663,7 +663,7 @@ def synth_upload(arrays: dict, device) -> dict:
     """The host node arrays (NumPy) of a synthetic graph as CUDA tensors on ``device``."""
     import torch
 
-    from ._backend import to_device
+    from ._oom import to_device
 
     dev = torch.device(device)
     if dev.type != "cuda":
@@ -677,7 +677,7 @@ def synth_edges(W, cls, seg, fmat, wmax, wmin, scale, seed, attempt):
     allocation size), a fill launch.  Same bits as the C++ synth_edge_count + synth_edge_fill."""
     import torch
 
-    from ._backend import oom_guard
+    from ._oom import oom_guard
 
     for t, nm, dt in ((W, "W", torch.float64), (cls, "cls", torch.int32), (seg, "seg", torch.int64),
                       (fmat, "fmat", torch.float64), (wmax, "wmax", torch.float64), (wmin, "wmin", torch.float64)):
@@ -706,7 +706,7 @@ def synth_priorities(rowptr, total, seed):
     read it: no second host sync)."""
     import torch
 
-    from ._backend import oom_guard
+    from ._oom import oom_guard
 
     if rowptr.dtype != torch.int64:
         raise ValueError(f"rowptr: expected torch.int64, got {rowptr.dtype}")
