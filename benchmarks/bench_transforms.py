@@ -23,8 +23,8 @@ Rows, all timed in one run, interleaved (A B C ..., A B C ...), median of ``--re
 
 Throughput is in millions of *input* directed edges per second (the issue's unit); output
 sizes, peak RSS (``VmHWM`` reset before each call) and the 1-minute load average are
-reported beside it.  A stage breakdown of the DPRR transform (each stage timed alone) says
-where the time goes.
+reported beside it.  Stage breakdowns of the DPRR transform and of the LocalLap mechanism (each
+stage timed alone, wall and CPU seconds) say where the time goes.
 """
 from __future__ import annotations
 
@@ -157,18 +157,59 @@ def stages(ei, csr, eps, repeat):
             csr, pt, pf, seed, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0), public=None, by_degree=True,
             backend="cpp", layout=0),
     }
-    out = []
-    for name, fn in steps.items():
+    return [_stage("DPRR stage", name, fn, repeat) for name, fn in steps.items()]
+
+
+def _stage(case, name, fn, repeat):
+    """One stage timed alone: median wall and process CPU seconds (CPU time is what a loaded
+    machine distorts least)."""
+    fn()
+    ts, cs = [], []
+    for _ in range(repeat):
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        ts = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        out.append({"case": "DPRR stage", "impl": name, "median_s": float(np.median(ts)), "min_s": min(ts),
-                    "loadavg_1m": load_average()[0]})
-        print(f"[bench_transforms] stage {name}: {out[-1]['median_s']:.3f} s", flush=True)
-    return out
+        ts.append(time.perf_counter() - t0)
+        cs.append(time.process_time() - c0)
+    row = {"case": case, "impl": name, "median_s": float(np.median(ts)), "min_s": min(ts),
+           "cpu_median_s": float(np.median(cs)), "loadavg_1m": load_average()[0]}
+    print(f"[bench_transforms] {case.lower()} {name}: {row['median_s']:.3f} s (cpu {row['cpu_median_s']:.3f} s)",
+          flush=True)
+    return row
+
+
+def locallap_stages(csr, eps, repeat):
+    """The LocalLap mechanism's kernels timed alone (round 0, the usual single round): its
+    exact discrete Laplace draws (degree noise, every true upper entry, every zero candidate's
+    value) against the whole mechanism; the remainder is the top-T selection and the CSR
+    assembly (torch and combine kernels)."""
+    n = csr.num_nodes
+    k = ldpfast._backend.get("cpu", "cpp")
+    seed = 4321  # a benchmark constant
+    _, t1, s1, _ = E._grid("eps1", eps / 10.0)
+    res = E.local_laplace(csr, eps, seed=seed)
+    P = res.spent.params
+    g2, t2, s2, _ = E._grid("eps2", P["eps2"])
+    lo = int(P["threshold"])
+    pi = E._tail(s2 / t2, lo)
+    rp, col = csr.rowptr.numpy(), csr.col.numpy()
+    noise = np.empty((n, 1), dtype=np.int64)
+    vals = np.empty(csr.nnz, dtype=np.int64)
+
+    def zero_candidates():
+        orp = np.empty(n + 1, dtype=np.int64)
+        smp = k.locallap_zero_sample(rp, col, seed, 0, pi, lo, E._I64_MAX, t2, s2, orp)
+        smp.write(np.empty(smp.nnz, dtype=col.dtype), np.empty(smp.nnz, dtype=np.int64), np.empty(0, np.int64), 0)
+
+    steps = {
+        f"degree noise ({n} exact discrete Laplace draws)": lambda: k.fill_discrete_laplace(
+            noise, seed, int(Stream.LOCALLAP), 0, t1, s1),
+        f"true upper entries ({csr.nnz // 2} exact discrete Laplace draws)": lambda: k.locallap_edge_values(
+            rp, col, seed, t2, s2, round(1.0 / g2), vals),
+        f"zero candidates, round 0 ({P['candidates']} candidates: skip sampling + one exact draw each)":
+            zero_candidates,
+        "whole mechanism (CSR)": lambda: E.local_laplace(csr, eps, seed=seed),
+    }
+    return [_stage("LocalLap stage", name, fn, repeat) for name, fn in steps.items()]
 
 
 def main(argv=None) -> int:
@@ -270,6 +311,8 @@ def main(argv=None) -> int:
             r["speedup_vs_two_pass"] = two / r["median_s"]
     if "stages" not in args.skip:
         rows += stages(ei, csr, args.eps, args.repeat)
+        if "locallap" not in args.skip:
+            rows += locallap_stages(csr, args.eps, args.repeat)
     rows.append({"case": "input", "impl": "bytes", "edge_index_mib": in_bytes["edge_index"] / MIB,
                  "csr_mib": in_bytes["csr"] / MIB, "loadavg_1_5_15m": os.getloadavg()})
     write_report("bench_transforms", rows, args.out, command=command)

@@ -52,12 +52,32 @@ def _dlap_band(st, t, s, lo, hi):
 
 # --- sparse RR + sampling -------------------------------------------------------------------
 @jit
+def _next_pick(st, kind, B, lam, stop, m, k):
+    """Skip sampling: the next picked position after ``k`` among ``m`` (one geometric gap from
+    ``st``), or ``m`` when none is left (twin of the gap loops of csrc/common/edges.h)."""
+    g = R.geom_draw(st, kind, B, lam, stop)
+    return m if g >= m - 1 - k else k + g + 1
+
+
+@jit
 def _excl_at(col, b, d, x, xpos, t):
     if t < xpos:
         return np.int64(col[b + t])
     if t == xpos:
         return x
     return np.int64(col[b + t - 1])
+
+
+@jit
+def _keep_true_below(col, b, e, d, v, pt, stt, ocol, w0, cnt):
+    """Decide row entries ``col[b + e]`` below ``v`` (the true cell's Bernoulli(pt) in neighbour
+    order) and write the kept ones at ``ocol[w0 + cnt]``; returns ``(e, cnt)`` after them."""
+    while e < d and col[b + e] < v:
+        if pt >= 1.0 or (pt > 0.0 and R.bernoulli(stt, pt)):
+            ocol[w0 + cnt] = col[b + e]
+            cnt += 1
+        e += 1
+    return e, cnt
 
 
 @jit
@@ -81,62 +101,62 @@ def _rr_row(i, col, b, d, n, seed, st_t, c_t, st_f, c_f, pt, pf, stt, stf, ocol,
         xpos = np.int64(np.searchsorted(col[b:b + d], i))
         L = d + 1
         ptr = np.int64(0)
-        k = np.int64(-1)
-        while True:
-            g = R.geom_draw(stf, kind, B, lam, stop)
-            if g >= m - 1 - k:
-                break
-            k += g + 1
+        k = _next_pick(stf, kind, B, lam, stop, m, np.int64(-1))
+        while k < m:
             if fill:
                 while ptr < L and _excl_at(col, b, d, i, xpos, ptr) <= k + ptr:
                     ptr += 1
                 v = k + ptr
-                while e < d and col[b + e] < v:
-                    if pt >= 1.0 or (pt > 0.0 and R.bernoulli(stt, pt)):
-                        ocol[w0 + cnt] = col[b + e]
-                        cnt += 1
-                    e += 1
+                e, cnt = _keep_true_below(col, b, e, d, v, pt, stt, ocol, w0, cnt)
                 ocol[w0 + cnt] = v
             cnt += 1
+            k = _next_pick(stf, kind, B, lam, stop, m, k)
     if fill:
-        while e < d:
-            if pt >= 1.0 or (pt > 0.0 and R.bernoulli(stt, pt)):
-                ocol[w0 + cnt] = col[b + e]
-                cnt += 1
-            e += 1
+        e, cnt = _keep_true_below(col, b, e, d, _I64_MAX, pt, stt, ocol, w0, cnt)
     return cnt
 
 
+@jit
+def _rr_row_task(i, args, stt, stf, ocol, _ov, w0, fill):
+    """Row ``i`` of ``_rr_row`` for :func:`_count_fill` (public rows copied unchanged)."""
+    rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub = args
+    b = rowptr[i]
+    d = rowptr[i + 1] - b
+    if pub.shape[0] > 0 and pub[i] != 0:
+        if fill:
+            for k in range(d):
+                ocol[w0 + k] = col[b + k]
+        return d
+    return _rr_row(i, col, b, d, rowptr.shape[0] - 1, seed, st_t, c_t, st_f, c_f, pt[i], pf[i], stt, stf, ocol,
+                   w0, fill)
+
+
 @pjit
-def _rr(rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp, ocol, fill):
-    n = rowptr.shape[0] - 1
-    has_pub = pub.shape[0] > 0
+def _count_fill(n, row, args, orp, oc, ov, fill):
+    """The count / fill passes of a row sampler ``row(i, args, state_a, state_b, oc, ov, w0,
+    fill)`` that returns row ``i``'s size and, with ``fill``, writes it at ``oc[w0:]`` (and
+    ``ov[w0:]``).  Count: ``orp[i + 1]`` = size (``orp[0] = 0``, not summed).  Fill: rows
+    written at the summed ``orp``; returns how many blocks regenerated a different size (a
+    bug).  One body for every two-pass sampler (RR rows, LocalLap zero candidates)."""
     nblk = (n + _BLOCK - 1) // _BLOCK
     bad = np.zeros(nblk, dtype=np.int64)
     if not fill:
         orp[0] = 0
     for blk in nb.prange(nblk):
-        stt = np.empty(11, dtype=np.uint64)
-        stf = np.empty(11, dtype=np.uint64)
+        sa = np.empty(11, dtype=np.uint64)
+        sb = np.empty(11, dtype=np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            b = rowptr[i]
-            d = rowptr[i + 1] - b
-            if has_pub and pub[i] != 0:
-                if fill:
-                    for k in range(d):
-                        ocol[orp[i] + k] = col[b + k]
-                else:
-                    orp[i + 1] = d
-                continue
-            if fill:
-                got = _rr_row(np.int64(i), col, b, d, n, seed, st_t, c_t, st_f, c_f, pt[i], pf[i], stt, stf,
-                              ocol, orp[i], True)
-                if got != orp[i + 1] - orp[i]:
-                    bad[blk] = 1
-            else:
-                orp[i + 1] = _rr_row(np.int64(i), col, b, d, n, seed, st_t, c_t, st_f, c_f, pt[i], pf[i], stt, stf,
-                                     ocol, 0, False)
+            got = row(np.int64(i), args, sa, sb, oc, ov, orp[i] if fill else np.int64(0), fill)
+            if not fill:
+                orp[i + 1] = got
+            elif got != orp[i + 1] - orp[i]:
+                bad[blk] = 1
     return bad.sum()
+
+
+def _rr(rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp, ocol, fill):
+    args = (rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub)
+    return _count_fill(rowptr.shape[0] - 1, _rr_row_task, args, orp, ocol, np.empty(0, dtype=np.int64), fill)
 
 
 @jit
@@ -299,44 +319,30 @@ def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, 
     kind, B, lam, stop = R.geom_params(pi)
     base = i + 1
     ptr = np.int64(0)
-    k = np.int64(-1)
     cnt = np.int64(0)
-    while True:
-        g = R.geom_draw(stg, kind, B, lam, stop)
-        if g >= m - 1 - k:
-            break
-        k += g + 1
+    k = _next_pick(stg, kind, B, lam, stop, m, np.int64(-1))
+    while k < m:
         if fill:
             while ptr < le and ecol[eb + ptr] <= base + k + ptr:
                 ptr += 1
             oc[w0 + cnt] = base + k + ptr
             ov[w0 + cnt] = _dlap_band(stv, t, s, lo, hi)
         cnt += 1
+        k = _next_pick(stg, kind, B, lam, stop, m, k)
     return cnt
 
 
-@pjit
+@jit
+def _ll_zero_task(i, args, stg, stv, oc, ov, w0, fill):
+    """Row ``i`` of ``_ll_zero_row`` for :func:`_count_fill`."""
+    erp, ecol, seed, rnd, pi, lo, hi, t, s = args
+    eb = erp[i]
+    return _ll_zero_row(i, erp.shape[0] - 1, ecol, eb, erp[i + 1] - eb, seed, rnd, pi, lo, hi, t, s, stg, stv, oc,
+                        ov, w0, fill)
+
+
 def _ll_zero(erp, ecol, seed, rnd, pi, lo, hi, t, s, orp, oc, ov, fill):
-    n = erp.shape[0] - 1
-    nblk = (n + _BLOCK - 1) // _BLOCK
-    bad = np.zeros(nblk, dtype=np.int64)
-    if not fill:
-        orp[0] = 0
-    for blk in nb.prange(nblk):
-        stg = np.empty(11, dtype=np.uint64)
-        stv = np.empty(11, dtype=np.uint64)
-        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            eb = erp[i]
-            le = erp[i + 1] - eb
-            if fill:
-                got = _ll_zero_row(np.int64(i), n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, ov,
-                                   orp[i], True)
-                if got != orp[i + 1] - orp[i]:
-                    bad[blk] = 1
-            else:
-                orp[i + 1] = _ll_zero_row(np.int64(i), n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv,
-                                          oc, ov, 0, False)
-    return bad.sum()
+    return _count_fill(erp.shape[0] - 1, _ll_zero_task, (erp, ecol, seed, rnd, pi, lo, hi, t, s), orp, oc, ov, fill)
 
 
 def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, out_col, out_val, fill):
@@ -370,6 +376,15 @@ def locallap_zero_sample(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out
 
 # --- server side ----------------------------------------------------------------------------
 @jit
+def _copy_run(src, s0, k, end, oc, w0, cnt, fill):
+    """``src[s0 + k : s0 + end]`` appended at ``oc[w0 + cnt]`` (with ``fill``); returns the new count."""
+    if fill:
+        for x in range(k, end):
+            oc[w0 + cnt + x - k] = src[s0 + x]
+    return cnt + max(end - k, 0)
+
+
+@jit
 def _combine_row(i, a, a0, la, b, b0, lb, mode, oc, w0, fill):
     cnt = np.int64(0)
     x = np.int64(0)
@@ -378,53 +393,24 @@ def _combine_row(i, a, a0, la, b, b0, lb, mode, oc, w0, fill):
         while x < la and y < lb:
             va = a[a0 + x]
             vb = b[b0 + y]
-            if va < vb:
-                if mode == 0:
-                    if fill:
-                        oc[w0 + cnt] = va
-                    cnt += 1
-                x += 1
-            elif vb < va:
-                if mode == 0:
-                    if fill:
-                        oc[w0 + cnt] = vb
-                    cnt += 1
-                y += 1
-            else:
+            if va == vb or mode == 0:  # union: every value once; intersection: the common ones
                 if fill:
-                    oc[w0 + cnt] = va
+                    oc[w0 + cnt] = min(va, vb)
                 cnt += 1
-                x += 1
-                y += 1
+            x += va <= vb
+            y += vb <= va
         if mode == 0:
-            while x < la:
-                if fill:
-                    oc[w0 + cnt] = a[a0 + x]
-                cnt += 1
-                x += 1
-            while y < lb:
-                if fill:
-                    oc[w0 + cnt] = b[b0 + y]
-                cnt += 1
-                y += 1
+            cnt = _copy_run(a, a0, x, la, oc, w0, cnt, fill)
+            cnt = _copy_run(b, b0, y, lb, oc, w0, cnt, fill)
         return cnt
     if mode == 2:
         lo_s, lo0, lo_n, hi_s, hi0, hi_n = a, a0, la, b, b0, lb
     else:
         lo_s, lo0, lo_n, hi_s, hi0, hi_n = b, b0, lb, a, a0, la
-    k = 0
-    while k < lo_n and lo_s[lo0 + k] < i:
-        if fill:
-            oc[w0 + cnt] = lo_s[lo0 + k]
-        cnt += 1
-        k += 1
+    # (lo source below i) then (hi source above i)
+    cnt = _copy_run(lo_s, lo0, 0, np.int64(np.searchsorted(lo_s[lo0:lo0 + lo_n], i)), oc, w0, cnt, fill)
     k = np.int64(np.searchsorted(hi_s[hi0:hi0 + hi_n], i, side="right"))
-    while k < hi_n:
-        if fill:
-            oc[w0 + cnt] = hi_s[hi0 + k]
-        cnt += 1
-        k += 1
-    return cnt
+    return _copy_run(hi_s, hi0, k, hi_n, oc, w0, cnt, fill)
 
 
 @pjit
