@@ -21,15 +21,18 @@ what it measured):
   2-layer GraphSAGE of :class:`ldpfast.methods._common.Backbone` with the Drop loss of
   Algorithm 3, eq. 13-14; one training and one evaluation forward per epoch as
   ``lpgnn.fit``).
-* ``rgnn`` (paper 000): randomise (GRR-FS, m = 10, domain 4; RR labels), reconstruct
-  (``reconstruct_features``, counts method, and ``reconstruct_labels``, K hops each; the
-  one-hot of the argmax as the model input, Algorithm 1 line 19), metis (``metis_bags``
-  coarsened to ``--coarsen-to`` clusters; with ``--plain-metis`` also plain pymetis), train
-  (``--epochs`` epochs: CE on ``y~`` + the LLP loss of Algorithm 3 over the bags).
-* ``heterpoisson`` (paper 003): ``heterpoisson.fit(epochs=1)``: one epoch of DP-SGD as the
-  paper defines it (``T = ceil(1 / q_b)`` steps, ``q_b = 4096 / #training nodes``), GCN,
-  hidden 128, then its test-time inference (split into sampling, training, rest from the
-  report); then inference alone (``N_test = 13`` sub-graphs of every test node, forward).
+* ``rgnn`` (paper 000): randomise (GRR-FS, m = 10, domain 4; RR labels), metis
+  (``metis_bags`` coarsened to ``--coarsen-to`` clusters; with ``--plain-metis`` also plain
+  pymetis; before the reconstruction as in Algorithm 3, lines 3-8, so the one-hot features
+  do not exist yet), reconstruct (``reconstruct_features``, counts method, and
+  ``reconstruct_labels``, K hops each; the one-hot of the argmax as the model input,
+  Algorithm 1 line 19), train (``--epochs`` epochs: CE on ``y~`` + the LLP loss of
+  Algorithm 3 over the bags).
+* ``heterpoisson`` (paper 003): ``heterpoisson.fit(epochs=--hp-epochs)``, by default one
+  epoch of DP-SGD as the paper defines it (``T = ceil(1 / q_b)`` steps,
+  ``q_b = 4096 / #training nodes``), GCN, hidden 128, then its test-time inference (split
+  into sampling, DP-SGD steps, rest from the report); then inference alone (``N_test = 13``
+  sub-graphs of every test node, forward) with an untrained model.
 * ``dprr`` (paper 001): ``dprr.degree_preservation`` (noisy degrees of DPRR, RR, LocalLap;
   mean absolute error and log-degree correlation), eps = 1.
 
@@ -95,12 +98,19 @@ def load_graph(preset: str, nodes: int | None):
     return csr, y, name, t
 
 
+def report_name(a) -> str:
+    """``bench_orkut_<preset>``, plus the pipelines when not all run (separate processes per
+    pipeline keep separate reports)."""
+    extra = "" if set(a.pipelines) == set(PIPELINES) else "_" + "-".join(a.pipelines)
+    return f"bench_orkut_{a.preset}{extra}"
+
+
 class Run:
     """Runs stages, records a row per stage and rewrites the report after each."""
 
     def __init__(self, args, command, csr, gname, base_mib, name=None):
         self.a, self.command, self.rows = args, command, []
-        self.name = name or f"bench_orkut_{args.preset}"
+        self.name = name or report_name(args)
         self.n, self.nnz, self.gname = csr.num_nodes, csr.nnz, gname
         self.scale = ORKUT_NNZ / max(1, csr.nnz)
         self.base_mib = base_mib  # interpreter + libraries, not scaled
@@ -281,18 +291,6 @@ def run_rgnn(run: Run, csr, y, a):
     del x
     gc.collect()
 
-    def reconstruct():
-        idx = reconstruct_features(xr, csr, g, a.eps_x, a.m, K, output="index", method="counts")
-        yt = reconstruct_labels(y_rep, lab, csr, c, a.eps_y, K)
-        h = onehot_rows(idx, g)  # Algorithm 1, line 19
-        del idx
-        return h, mean_agg(csr, h), yt
-
-    h, agg_h, y_tilde = run.stage("rgnn", f"reconstruct (counts, K={K}; labels)", reconstruct)
-    run.annotate(K=K, acc_y_tilde_train=float((y_tilde[train] == y[train]).float().mean()))
-    del xr
-    gc.collect()
-
     bags = None
     if not a.skip_metis:
         ct = a.coarsen_to or min(n, max(32 * a.C, 4096))
@@ -316,6 +314,18 @@ def run_rgnn(run: Run, csr, y, a):
                          bag_max_over_mean=float(sizes.max() / sizes.mean()))
             del plain
         gc.collect()
+
+    def reconstruct():
+        idx = reconstruct_features(xr, csr, g, a.eps_x, a.m, K, output="index", method="counts")
+        yt = reconstruct_labels(y_rep, lab, csr, c, a.eps_y, K)
+        h = onehot_rows(idx, g)  # Algorithm 1, line 19
+        del idx
+        return h, mean_agg(csr, h), yt
+
+    h, agg_h, y_tilde = run.stage("rgnn", f"reconstruct (counts, K={K}; labels)", reconstruct)
+    run.annotate(K=K, acc_y_tilde_train=float((y_tilde[train] == y[train]).float().mean()))
+    del xr
+    gc.collect()
 
     torch.manual_seed(24)
     net = Backbone("sage", h.shape[1], 16, c, 0.5, act="relu")
@@ -357,8 +367,8 @@ def run_heterpoisson(run: Run, csr, y, a):
     # CSR only (no 234M-entry edge_index), stored as datasets.synthetic stores it
     data["csr"] = csr
     data.__dict__["csr"] = csr
-    rep = run.stage("heterpoisson", "fit: 1 epoch DP-SGD (GCN) + test inference",
-                    lambda: hp.fit(data, a.hp_eps, model="gcn", epochs=1, seed=31))
+    rep = run.stage("heterpoisson", f"fit: {a.hp_epochs:g} epoch DP-SGD (GCN) + test inference",
+                    lambda: hp.fit(data, a.hp_eps, model="gcn", epochs=a.hp_epochs, seed=31))
     s = rep.settings
     run.annotate(eps=a.hp_eps, T=rep.T, q_b=rep.q_b, sigma=rep.sigma,
                  mean_subgraphs=s["mean_subgraphs"], sampling_s=s["seconds_sampling"],
@@ -428,6 +438,8 @@ def main(argv=None):
     ap.add_argument("--eps-x", type=float, default=1.0)
     ap.add_argument("--eps-y", type=float, default=1.0)
     ap.add_argument("--hp-eps", type=float, default=4.0, help="HeterPoisson target eps")
+    ap.add_argument("--hp-epochs", type=float, default=1.0,
+                    help="HeterPoisson epochs (T = ceil(epochs / q_b) DP-SGD steps)")
     ap.add_argument("--dprr-eps", type=float, default=1.0)
     ap.add_argument("--C", type=int, default=128, help="METIS bags")
     ap.add_argument("--coarsen-to", type=int, default=None,
@@ -467,7 +479,7 @@ def main(argv=None):
     run.rows.append({"pipeline": "all", "stage": "TOTAL (est. Orkut-like, incl. graph)",
                      "orkut_est_s": total})
     run.write()
-    write_report(f"bench_orkut_{a.preset}", run.rows, a.out, command=command)
+    write_report(run.name, run.rows, a.out, command=command)
     print(f"[bench_orkut] estimated Orkut-like total: {total / 60:.1f} min", flush=True)
     return run.rows
 

@@ -256,6 +256,11 @@ def coarsen(csr: CSR, coarsen_to: int, seed: int = 0, *, passes: int = 5, max_le
         order = rng.permutation(g.num_nodes).astype(np.int64)
         lab = np.arange(g.num_nodes, dtype=np.int64)
         _label_propagation(g.rowptr, g.col, g.ew, g.vw, order, cap, 0, passes, lab, g.vw.copy())
+        if not levels:
+            # isolated nodes never move (no neighbour): group them, cap at a time, so that
+            # they cannot keep the graph from shrinking
+            iso = np.flatnonzero(np.diff(g.rowptr) == 0)
+            lab[iso] = iso[(np.arange(iso.shape[0]) // cap) * cap]
         lab, k = _compact(lab)
         if k > 0.95 * g.num_nodes:
             break

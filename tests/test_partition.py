@@ -115,3 +115,18 @@ def test_bad_arguments(graph):
         partition(graph, 0)
     with pytest.raises(TypeError, match="csr"):
         coarsen(torch.zeros(3), 2)
+
+
+def test_isolated_nodes_are_grouped():
+    # 40 isolated nodes next to a ring of 60: they must not stay singletons
+    n = 100
+    ring = torch.arange(60)
+    ei = torch.stack([ring, (ring + 1) % 60])
+    g = to_csr(ei, n, symmetrize=True)
+    cluster, cg = coarsen(g, 10, seed=0)
+    iso = cluster[60:]
+    assert np.unique(iso).shape[0] == 4  # 40 nodes, cap = ceil(100 / 10) = 10
+    assert int(cg.vw.max()) <= 10 and int(cg.vw.sum()) == n
+    parts = partition(g, 2, seed=0, coarsen_to=10)
+    sizes = np.bincount(parts, minlength=2)
+    assert sizes.min() >= 45  # balanced within 10%
