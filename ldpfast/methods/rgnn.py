@@ -524,7 +524,8 @@ def reconstruct_labels(y: torch.Tensor, mask: torch.Tensor, csr, num_classes: in
 
 # --- Algorithm 3: bags and LLP ---------------------------------------------------------------
 #: Above this many CSR entries :func:`metis_bags` coarsens before METIS by default: plain
-#: pymetis took 92 s and 3.4 GB on 20M entries and grows linearly (BENCHMARKS.md).
+#: pymetis needs about 105 bytes per entry and its time grows at least linearly (241 s on
+#: 19M entries at the Orkut mean degree; BENCHMARKS.md, "Orkut scale end to end").
 METIS_COARSEN_ABOVE = 1 << 25
 
 
@@ -554,7 +555,7 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
         where plain pymetis needs tens of minutes and more memory than the machine has).
         ``None`` (default): plain METIS up to :data:`METIS_COARSEN_ABOVE` (2**25) CSR
         entries, above it ``max(32 * C, 4096)`` clusters (capped at the node count).  The
-        edge cut of the coarsened route was within 1.1x of plain METIS where both ran
+        edge cut of the coarsened route was 1.00-1.02x plain METIS's where both ran
         (BENCHMARKS.md, "Orkut scale end to end").
 
     Returns
