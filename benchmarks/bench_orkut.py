@@ -50,12 +50,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -214,24 +212,24 @@ def run_lpgnn(run: Run, csr, y, a):
     from ldpfast.methods.lpgnn import rr_transition
 
     n, c, K = csr.num_nodes, int(y.max()) + 1, a.k
-    x = class_features(y, a.dim, 4).to(torch.float32) / 3.0
+    # large inputs are held here and popped by the stage that consumes them, so they are
+    # freed as soon as it has run
+    st = {"x": class_features(y, a.dim, 4).to(torch.float32) / 3.0}
     train, val, test = random_split(n, 11)
     lab = train | val
-    st = {}
 
     def randomise():
-        xs, spent = multibit_encode(x, a.eps_x, None, 0.0, 1.0, seed=12)
+        xs, spent = multibit_encode(st.pop("x"), a.eps_x, None, 0.0, 1.0, seed=12)
         yr, _ = rr_labels(y, c, a.eps_y, seed=13, mask=lab)
         st["m"] = spent.params["m"]
         return xs, yr
 
-    x_star, y_noisy = run.stage("lpgnn", "randomise (multi-bit, RR labels)", randomise)
+    st["x_star"], y_noisy = run.stage("lpgnn", "randomise (multi-bit, RR labels)", randomise)
     run.annotate(d=a.dim, m=st["m"], eps_x=a.eps_x, eps_y=a.eps_y)
-    del x
     gc.collect()
 
     def kprop():
-        xr = multibit_rectify(x_star, a.eps_x, st["m"], 0.0, 1.0)
+        xr = multibit_rectify(st.pop("x_star"), a.eps_x, st["m"], 0.0, 1.0)
         h = ops.propagate(csr, xr, K, "gcn", csr_t=csr)
         del xr
         Y = F.one_hot(y_noisy.clamp(min=0), c).to(torch.float32) * lab[:, None]
@@ -241,7 +239,6 @@ def run_lpgnn(run: Run, csr, y, a):
 
     h, agg_h, y_tilde = run.stage("lpgnn", f"kprop (features and labels, K={K})", kprop)
     run.annotate(K=K, acc_y_tilde_train=float((y_tilde[train] == y[train]).float().mean()))
-    del x_star
     gc.collect()
 
     torch.manual_seed(14)
@@ -272,23 +269,27 @@ def run_rgnn(run: Run, csr, y, a):
     from ldpfast.mechanisms import grr_fs, rr_labels
     from ldpfast.methods import random_split
     from ldpfast.methods._common import Backbone
-    from ldpfast.methods.rgnn import (bag_proportions, llp_loss, metis_bags,
-                                      reconstruct_features, reconstruct_labels)
+    from ldpfast.methods.rgnn import (
+        bag_proportions,
+        llp_loss,
+        metis_bags,
+        reconstruct_features,
+        reconstruct_labels,
+    )
     from ldpfast.partition import edge_cut
 
     n, c, K, g = csr.num_nodes, int(y.max()) + 1, a.k, 4
-    x = class_features(y, a.dim, g)
+    st = {"x": class_features(y, a.dim, g)}  # popped by the stage that consumes it
     train, val, test = random_split(n, 21)
     lab = train | val
 
     def randomise():
-        xr, _ = grr_fs(x, g, a.eps_x, a.m, seed=22)
+        xr, _ = grr_fs(st.pop("x"), g, a.eps_x, a.m, seed=22)
         yr, _ = rr_labels(y, c, a.eps_y, seed=23, mask=lab)
         return xr.to(torch.int8), yr  # n x d bytes from here on
 
-    xr, y_rep = run.stage("rgnn", "randomise (GRR-FS, RR labels)", randomise)
+    st["xr"], y_rep = run.stage("rgnn", "randomise (GRR-FS, RR labels)", randomise)
     run.annotate(d=a.dim, gamma=g, m=a.m, eps_x=a.eps_x, eps_y=a.eps_y)
-    del x
     gc.collect()
 
     bags = None
@@ -316,7 +317,8 @@ def run_rgnn(run: Run, csr, y, a):
         gc.collect()
 
     def reconstruct():
-        idx = reconstruct_features(xr, csr, g, a.eps_x, a.m, K, output="index", method="counts")
+        idx = reconstruct_features(st.pop("xr"), csr, g, a.eps_x, a.m, K, output="index",
+                                   method="counts")
         yt = reconstruct_labels(y_rep, lab, csr, c, a.eps_y, K)
         h = onehot_rows(idx, g)  # Algorithm 1, line 19
         del idx
@@ -324,7 +326,6 @@ def run_rgnn(run: Run, csr, y, a):
 
     h, agg_h, y_tilde = run.stage("rgnn", f"reconstruct (counts, K={K}; labels)", reconstruct)
     run.annotate(K=K, acc_y_tilde_train=float((y_tilde[train] == y[train]).float().mean()))
-    del xr
     gc.collect()
 
     torch.manual_seed(24)
@@ -375,7 +376,7 @@ def run_heterpoisson(run: Run, csr, y, a):
                  dpsgd_steps_s=s["seconds_training"],
                  setup_and_inference_s=s["seconds_total"] - s["seconds_sampling"]
                  - s["seconds_training"], test_acc=rep.accuracy)
-    train, test = hp.split_nodes(n, 31)
+    _, test = hp.split_nodes(n, 31)
     net = hp.build_model("gcn", a.dim, int(y.max()) + 1)
     acc = run.stage("heterpoisson", "inference (N_test = 13, test nodes)",
                     lambda: hp._evaluate(net, data, test, 13, test, 32, "gcn"))
@@ -405,14 +406,14 @@ def metis_scaling(a, command):
         csr = synthetic(n, avg_degree=MEAN_DEG, num_classes=2, seed=0, edge_index=False).csr
         gc.collect()
         run = Run(a, command, csr, f"synthetic({n}, avg_degree={MEAN_DEG:.1f}, seed=0)",
-                  current_rss_mib(), name=f"bench_orkut_metis_{a.preset}")
+                  current_rss_mib(), name="bench_orkut_metis")
         run.rows = rows
         ct = a.coarsen_to or min(n, max(32 * a.C, 4096))
         for label, k in ([("coarsened", ct)] + ([("plain", 0)] if a.plain_metis else [])):
             tm: dict = {}
             bags = run.stage("metis-scaling", f"metis_bags {label} (C={a.C})",
-                             lambda k=k, tm=tm: metis_bags(csr, a.C, 0, timings=tm,
-                                                           check_symmetric=False, coarsen_to=k))
+                             lambda csr=csr, k=k, tm=tm: metis_bags(
+                                 csr, a.C, 0, timings=tm, check_symmetric=False, coarsen_to=k))
             sizes = torch.bincount(bags, minlength=a.C).double()
             run.annotate(C=a.C, coarsen_to=k, edge_cut=edge_cut(csr, bags),
                          bag_max_over_mean=float(sizes.max() / sizes.mean()),
@@ -421,7 +422,7 @@ def metis_scaling(a, command):
             gc.collect()
         del csr, run
         gc.collect()
-    write_report(f"bench_orkut_metis_{a.preset}", rows, a.out, command=command)
+    write_report("bench_orkut_metis", rows, a.out, command=command)
     return rows
 
 

@@ -8,9 +8,9 @@ import torch
 
 pytest.importorskip("pymetis")
 
-from ldpfast.graph import CSR, to_csr  # noqa: E402
-from ldpfast.methods.rgnn import metis_bags  # noqa: E402
-from ldpfast.partition import coarsen, edge_cut, partition  # noqa: E402
+from ldpfast.graph import CSR, to_csr
+from ldpfast.methods.rgnn import metis_bags
+from ldpfast.partition import coarsen, edge_cut, partition
 
 #: stated tolerances: bags within 10% of the mean size; coarsened cut within 1.25x of plain
 #: METIS on planted communities
