@@ -2,7 +2,8 @@
 
     python benchmarks/bench_orkut.py [--preset orkut|small|tiny] [--nodes N]
         [--pipelines lpgnn rgnn heterpoisson dprr] [--epochs 3] [--dim 64] [--k 4]
-        [--C 128] [--coarsen-to K] [--skip-metis] [--plain-metis] [--threads 2] [--out results]
+        [--C 128] [--coarsen-to K] [--skip-metis] [--plain-metis] [--metis-only]
+        [--metis-nodes N ...] [--threads 2] [--out results]
 
 Graph: ``orkut`` is :func:`ldpfast.datasets.orkut_like` (3,072,441 nodes, 234M CSR entries,
 CSR only); ``small`` a synthetic power-law graph of ``--nodes`` nodes (default 200k) with
@@ -272,11 +273,9 @@ def run_rgnn(run: Run, csr, y, a):
     from ldpfast.methods.rgnn import (
         bag_proportions,
         llp_loss,
-        metis_bags,
         reconstruct_features,
         reconstruct_labels,
     )
-    from ldpfast.partition import edge_cut
 
     n, c, K, g = csr.num_nodes, int(y.max()) + 1, a.k, 4
     st = {"x": class_features(y, a.dim, g)}  # popped by the stage that consumes it
@@ -292,29 +291,7 @@ def run_rgnn(run: Run, csr, y, a):
     run.annotate(d=a.dim, gamma=g, m=a.m, eps_x=a.eps_x, eps_y=a.eps_y)
     gc.collect()
 
-    bags = None
-    if not a.skip_metis:
-        ct = a.coarsen_to or min(n, max(32 * a.C, 4096))
-        tm: dict = {}
-        bags = run.stage("rgnn", f"metis_bags (coarsened to {ct}, C={a.C})",
-                         lambda: metis_bags(csr, a.C, 0, timings=tm, check_symmetric=False,
-                                            coarsen_to=ct))
-        sizes = torch.bincount(bags, minlength=a.C).double()
-        run.annotate(C=a.C, coarsen_to=ct, edge_cut=edge_cut(csr, bags),
-                     bag_max_over_mean=float(sizes.max() / sizes.mean()),
-                     bag_min_over_mean=float(sizes.min() / sizes.mean()),
-                     **{k: v for k, v in tm.items() if k != "levels"},
-                     levels=" ".join(f"{lv['nodes']}/{lv['nnz']}" for lv in tm["levels"]))
-        if a.plain_metis:
-            tp: dict = {}
-            plain = run.stage("rgnn", f"metis_bags (plain pymetis, C={a.C})",
-                              lambda: metis_bags(csr, a.C, 0, timings=tp,
-                                                 check_symmetric=False, coarsen_to=0))
-            sizes = torch.bincount(plain, minlength=a.C).double()
-            run.annotate(C=a.C, edge_cut=edge_cut(csr, plain), metis_s=tp["metis_s"],
-                         bag_max_over_mean=float(sizes.max() / sizes.mean()))
-            del plain
-        gc.collect()
+    bags = None if a.skip_metis else metis_stages(run, "rgnn", csr, a)
 
     def reconstruct():
         idx = reconstruct_features(st.pop("xr"), csr, g, a.eps_x, a.m, K, output="index",
@@ -394,12 +371,38 @@ def run_dprr(run: Run, csr, y, a):
                  mean_degree=res["mean"]["true"], mean_dprr=res["mean"]["dprr"])
 
 
+def metis_stages(run: Run, pipeline: str, csr, a) -> torch.Tensor:
+    """``metis_bags`` coarsened to ``--coarsen-to`` clusters (and plain pymetis with
+    ``--plain-metis``) as stages, with the edge cut and bag balance; returns the coarsened
+    bags."""
+    from ldpfast.methods.rgnn import metis_bags
+    from ldpfast.partition import edge_cut
+
+    ct = a.coarsen_to or min(csr.num_nodes, max(32 * a.C, 4096))
+    out = None
+    routes = [(f"coarsened to {ct}", ct)] + ([("plain pymetis", 0)] if a.plain_metis else [])
+    for label, k in routes:
+        tm: dict = {}
+        bags = run.stage(pipeline, f"metis_bags ({label}, C={a.C})",
+                         lambda k=k, tm=tm: metis_bags(csr, a.C, 0, timings=tm,
+                                                       check_symmetric=False, coarsen_to=k))
+        sizes = torch.bincount(bags, minlength=a.C).double()
+        run.annotate(C=a.C, coarsen_to=k, edge_cut=edge_cut(csr, bags),
+                     bag_max_over_mean=float(sizes.max() / sizes.mean()),
+                     bag_min_over_mean=float(sizes.min() / sizes.mean()),
+                     **{key: v for key, v in tm.items() if key != "levels"},
+                     levels=" ".join(f"{lv['nodes']}/{lv['nnz']}" for lv in tm.get("levels", [])))
+        if out is None:
+            out = bags
+        del bags
+        gc.collect()
+    return out
+
+
 def metis_scaling(a, command):
     """``--metis-nodes``: coarsened (and with ``--plain-metis`` plain) ``metis_bags`` on
     synthetic graphs of the Orkut mean degree: time, CPU time, peak RSS, edge cut."""
     from ldpfast.datasets import synthetic
-    from ldpfast.methods.rgnn import metis_bags
-    from ldpfast.partition import edge_cut
 
     rows = []
     for n in a.metis_nodes:
@@ -408,18 +411,7 @@ def metis_scaling(a, command):
         run = Run(a, command, csr, f"synthetic({n}, avg_degree={MEAN_DEG:.1f}, seed=0)",
                   current_rss_mib(), name="bench_orkut_metis")
         run.rows = rows
-        ct = a.coarsen_to or min(n, max(32 * a.C, 4096))
-        for label, k in ([("coarsened", ct)] + ([("plain", 0)] if a.plain_metis else [])):
-            tm: dict = {}
-            bags = run.stage("metis-scaling", f"metis_bags {label} (C={a.C})",
-                             lambda csr=csr, k=k, tm=tm: metis_bags(
-                                 csr, a.C, 0, timings=tm, check_symmetric=False, coarsen_to=k))
-            sizes = torch.bincount(bags, minlength=a.C).double()
-            run.annotate(C=a.C, coarsen_to=k, edge_cut=edge_cut(csr, bags),
-                         bag_max_over_mean=float(sizes.max() / sizes.mean()),
-                         **{key: v for key, v in tm.items() if key != "levels"})
-            del bags
-            gc.collect()
+        metis_stages(run, "metis-scaling", csr, a)
         del csr, run
         gc.collect()
     write_report("bench_orkut_metis", rows, a.out, command=command)
@@ -448,6 +440,9 @@ def main(argv=None):
     ap.add_argument("--skip-metis", action="store_true")
     ap.add_argument("--plain-metis", action="store_true",
                     help="also plain pymetis on the whole graph (hours on Orkut-like)")
+    ap.add_argument("--metis-only", action="store_true",
+                    help="only the METIS stage(s) on the preset graph (report "
+                         "bench_orkut_<preset>_metis)")
     ap.add_argument("--metis-nodes", type=int, nargs="+", default=None,
                     help="only METIS scaling: synthetic graphs of these node counts at the "
                          "Orkut mean degree (no pipelines)")
@@ -464,10 +459,15 @@ def main(argv=None):
     gc.collect()
     base = current_rss_mib()
     csr, y, gname, t_graph = load_graph(a.preset, a.nodes)
-    run = Run(a, command, csr, gname, base)
+    run = Run(a, command, csr, gname, base,
+              name=f"bench_orkut_{a.preset}_metis" if a.metis_only else None)
     run.rows.append({"pipeline": "-", "stage": "build graph", "graph": gname, "n": csr.num_nodes,
                      "nnz": csr.nnz, "wall_s": t_graph, "orkut_est_s": t_graph * run.scale})
     print(f"[bench_orkut] Orkut-like scale factor {run.scale:.1f} (CSR entries)", flush=True)
+    if a.metis_only:
+        metis_stages(run, "rgnn", csr, a)
+        write_report(run.name, run.rows, a.out, command=command)
+        return run.rows
     for p in a.pipelines:
         t0 = time.perf_counter()
         {"lpgnn": run_lpgnn, "rgnn": run_rgnn, "heterpoisson": run_heterpoisson,

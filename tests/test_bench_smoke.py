@@ -87,3 +87,10 @@ def test_bench_orkut_tiny(tmp_path):
     rows = json.loads((tmp_path / "bench_orkut_tiny_rgnn.json").read_text())["rows"]
     assert {r["pipeline"] for r in rows if r["stage"] != "build graph"} <= {"rgnn", "all"}
     assert not any("metis" in r["stage"] for r in rows)
+
+    # METIS alone on the preset graph, both routes, with the edge cut beside the time
+    bench_orkut.main(["--preset", "tiny", "--metis-only", "--plain-metis", "--C", "8",
+                      "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "bench_orkut_tiny_metis.json").read_text())["rows"]
+    metis = [r for r in rows if "metis_bags" in r["stage"]]
+    assert len(metis) == 2 and all(0 < r["details"]["edge_cut"] < 1 for r in metis)
