@@ -45,7 +45,10 @@ floats per forward.
 
 Per stage the script prints the Orkut-like extrapolation (time and added memory scaled by
 the ratio of CSR entries; the CSR, the features and every per-node array grow with it at the
-same mean degree).  Seeds are fixed constants of the script and are never written out.
+same mean degree).  Exception: HeterPoisson's sampler does O(n) work per step and an epoch
+has ~n / 4096 steps, so that part grows as n^2 and the linear estimate understates it (on the
+Orkut-like graph about 67 s of sampling instead of 13 s; BENCHMARKS.md).  Seeds are fixed
+constants of the script and are never written out.
 """
 from __future__ import annotations
 
