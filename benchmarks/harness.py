@@ -263,8 +263,9 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def write_report(name: str, rows: list[dict], out_dir: str | os.PathLike = "results",
-                 command: str | None = None) -> tuple[Path, Path]:
-    """Write ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.md``; print the table."""
+                 command: str | None = None, quiet: bool = False) -> tuple[Path, Path]:
+    """Write ``<out_dir>/<name>.json`` and ``<out_dir>/<name>.md``; print the table unless
+    ``quiet`` (scripts that rewrite their report after every stage)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     command = command or " ".join([Path(sys.executable).name] + sys.argv)
@@ -274,7 +275,8 @@ def write_report(name: str, rows: list[dict], out_dir: str | os.PathLike = "resu
     table = markdown_table(rows)
     mp = out / f"{name}.md"
     mp.write_text(f"# {name}\n\nCommand: `{command}`\n\n{table}\n")
-    print(table)
+    if not quiet:
+        print(table)
     return jp, mp
 
 

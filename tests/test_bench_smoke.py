@@ -57,3 +57,40 @@ def test_bench_gpu_flow_on_cpu(tmp_path):
     assert ours and all(r["median_s"] > 0 and "speedup_vs_torch" in r and 0 < r["copy_fraction"]
                         for r in ours)
     assert payload["targets"][0]["target"].startswith("memory-bound mechanisms")
+
+
+def test_bench_orkut_tiny(tmp_path):
+    # every pipeline end to end on a 3000-node graph; the report is rewritten after each stage
+    from benchmarks import bench_orkut
+
+    bench_orkut.main(["--preset", "tiny", "--epochs", "1", "--C", "8", "--out", str(tmp_path)])
+    payload = json.loads((tmp_path / "bench_orkut_tiny.json").read_text())
+    assert payload["environment"]["cpu"]["model"] and "loadavg_1_5_15m" in payload["environment"]
+    rows = payload["rows"]
+    stages = [r for r in rows if r["pipeline"] in bench_orkut.PIPELINES and r["stage"] != "TOTAL"]
+    assert {r["pipeline"] for r in stages} == set(bench_orkut.PIPELINES)
+    assert all(r["wall_s"] > 0 and r["peak_rss_mib"] >= r["rss_before_mib"] > 0 for r in stages)
+    by = {(r["pipeline"], r["stage"].split(" (")[0]): r["details"] for r in stages}
+    # the SAGE layers through ops.propagate equal PyG's SAGEConv
+    assert by[("lpgnn", "train")]["sage_check_max_abs_err"] < 1e-4
+    assert by[("rgnn", "train")]["sage_check_max_abs_err"] < 1e-4
+    metis = by[("rgnn", "metis_bags")]
+    assert 0 < metis["edge_cut"] < 1 and metis["bag_max_over_mean"] < 1.2
+    assert by[("heterpoisson", "fit: 1 epoch DP-SGD")]["T"] >= 1  # T = ceil(1 / q_b)
+    assert by[("dprr", "degree_preservation")]["mae_dprr"] < by[("dprr", "degree_preservation")]["mae_rr"]
+    totals = [r for r in rows if r["stage"] == "TOTAL"]
+    assert len(totals) == 4 and all(r["slowest_stage"] for r in totals)
+
+    # stages are selectable: one pipeline, no METIS
+    bench_orkut.main(["--preset", "tiny", "--pipelines", "rgnn", "--skip-metis", "--epochs", "1",
+                      "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "bench_orkut_tiny_rgnn.json").read_text())["rows"]
+    assert {r["pipeline"] for r in rows if r["stage"] != "build graph"} <= {"rgnn", "all"}
+    assert not any("metis" in r["stage"] for r in rows)
+
+    # METIS alone on the preset graph, both routes, with the edge cut beside the time
+    bench_orkut.main(["--preset", "tiny", "--metis-only", "--plain-metis", "--C", "8",
+                      "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "bench_orkut_tiny_metis.json").read_text())["rows"]
+    metis = [r for r in rows if "metis_bags" in r["stage"]]
+    assert len(metis) == 2 and all(0 < r["details"]["edge_cut"] < 1 for r in metis)

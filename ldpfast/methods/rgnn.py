@@ -111,8 +111,14 @@ DEFAULTS = {"lr": 0.01, "weight_decay": 0.0, "dropout": 0.5, "epochs": 100, "hid
 
 
 # --- Algorithm 3: bags and LLP ---------------------------------------------------------------
+#: Above this many CSR entries :func:`metis_bags` coarsens before METIS by default: plain
+#: pymetis needs about 105 bytes per entry and its time grows at least linearly (241 s on
+#: 19M entries at the Orkut mean degree; BENCHMARKS.md, "Orkut scale end to end").
+METIS_COARSEN_ABOVE = 1 << 25
+
+
 def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
-               check_symmetric: bool = True) -> torch.Tensor:
+               check_symmetric: bool = True, coarsen_to: int | None = None) -> torch.Tensor:
     """Partition the graph into ``C`` bags with METIS (pymetis, k-way), RGNN section IV-C.
 
     Parameters
@@ -126,9 +132,19 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
         METIS' random seed, in ``[0, 2**31)``.  METIS runs single-threaded and is
         deterministic for a given seed and graph.
     timings : dict, optional
-        Receives ``metis_s`` (the partitioning call alone).
+        Receives ``metis_s`` (the METIS call alone) and, when coarsening, ``coarsen_s``,
+        ``levels``, ``coarse_nodes``, ``coarse_nnz`` (:func:`ldpfast.partition.partition`).
     check_symmetric : bool
         Raise ValueError for a directed graph (costs a transpose of the CSR).
+    coarsen_to : int, optional
+        ``0``: METIS on the graph itself.  ``k >= C``: coarsen to about ``k`` weighted
+        clusters by size-constrained label propagation first, partition those with METIS
+        and project back (:func:`ldpfast.partition.partition`; for Orkut-scale graphs,
+        where plain pymetis needs tens of minutes and more memory than the machine has).
+        ``None`` (default): plain METIS up to :data:`METIS_COARSEN_ABOVE` (2**25) CSR
+        entries, above it ``max(32 * C, 4096)`` clusters (capped at the node count).  The
+        edge cut of the coarsened route was 1.00-1.02x plain METIS's where both ran
+        (BENCHMARKS.md, "Orkut scale end to end").
 
     Returns
     -------
@@ -143,7 +159,7 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
     host once here (the public graph, not a randomised input) and the bags are returned on
     the graph's device.  Pass precomputed ``bags`` to :func:`fit` to skip it.
     """
-    import pymetis
+    from ..partition import partition
 
     g = _graph(data)
     n = g.num_nodes
@@ -156,19 +172,11 @@ def metis_bags(data, C: int, seed: int = 0, *, timings: dict | None = None,
         if not (torch.equal(t.rowptr, g.rowptr) and torch.equal(t.col, g.col)):
             raise ValueError("data: METIS needs an undirected graph (both directions of every "
                              "edge); symmetrise edge_index first")
+    if coarsen_to is None:
+        coarsen_to = min(n, max(32 * C, 4096)) if g.nnz > METIS_COARSEN_ABOVE else 0
     # the one host copy of RGNN on a GPU (see Device above): METIS has no device version
-    xadj = g.rowptr.cpu().numpy()
-    adjncy = g.col.to(torch.int64).cpu().numpy()
-    opts = pymetis.Options(seed=seed)
-    t0 = time.perf_counter()
-    if g.nnz == 0 or C == 1:
-        parts = np.zeros(n, dtype=np.int64) if C == 1 else np.arange(n, dtype=np.int64) % C
-    else:
-        adj = pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)
-        _, parts = pymetis.part_graph(C, adj, options=opts, recursive=False)
-    if timings is not None:
-        timings["metis_s"] = time.perf_counter() - t0
-    return torch.as_tensor(np.asarray(parts), dtype=torch.int64).to(g.rowptr.device)
+    parts = partition(g, C, seed, coarsen_to=coarsen_to, timings=timings)
+    return torch.as_tensor(parts, dtype=torch.int64).to(g.rowptr.device)
 
 
 def bag_proportions(y: torch.Tensor, bags: torch.Tensor, mask: torch.Tensor, num_classes: int,
