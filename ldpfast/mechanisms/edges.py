@@ -810,7 +810,10 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
     these candidates are kept (ties at the boundary broken uniformly at random).  If fewer
     than ``T`` candidates come out (probability below ``e^-50``), ``tau`` is lowered and only
     the remaining entries are sampled, conditioned on lying below the previous threshold,
-    so the result has exactly the law of the dense algorithm.  Time O(|E| + n + T) expected;
+    so the result has the law of the dense algorithm, up to the skip sampler's gaps: they are
+    within relative ``2^-49`` of Geometric(``P[L >= tau]``) factor by factor (``geom_draw``,
+    module docstring), so every likelihood ratio is within ``e^(+-2^-46)`` of the dense
+    algorithm's, the same negligible factor as RR's false edges.  Time O(|E| + n + T) expected;
     a final dense round (``tau = -inf``), needed only when ``T`` is close to ``n(n-1)/2``,
     visits every entry and is refused above ``max_dense_entries``.
 
