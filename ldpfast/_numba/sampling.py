@@ -176,21 +176,8 @@ def heter_infer_nodes(rowptr, col, centers, allow_mask, seed, step, n_test, coun
 
 
 @jit
-def _has(R_, lo, hi, x):
-    # binary search for x in the sorted slice R_[lo:hi]
-    a = lo
-    b = hi
-    while a < b:
-        m = (a + b) >> 1
-        if np.int64(R_[m]) < x:
-            a = m + 1
-        else:
-            b = m
-    return a < hi and np.int64(R_[a]) == x
-
-
-@jit
 def _lower(P, lo, hi, x):
+    # first index in the sorted slice P[lo:hi] with P[i] >= x (hi if none)
     a = lo
     b = hi
     while a < b:
@@ -200,6 +187,13 @@ def _lower(P, lo, hi, x):
         else:
             b = m
     return a
+
+
+@jit
+def _has(R_, lo, hi, x):
+    # is x in the sorted slice R_[lo:hi]?
+    a = _lower(R_, lo, hi, x)
+    return a < hi and np.int64(R_[a]) == x
 
 
 @pjit
