@@ -2,7 +2,7 @@
 
 Threads are std::thread; randomness is counter-based, so results do not depend on the
 thread count.  The CUDA sources in csrc/cuda are compiled at run time through CuPy/NVRTC
-and are shipped as package data (see ldpfast/_cuda.py).
+and are shipped as package data (see csrc_dir in ldpfast/_cuda/_core.py).
 """
 import glob
 import os

@@ -179,7 +179,7 @@ def test_program_inlines_every_quoted_include_once(cu):
 def test_program_changes_when_a_header_changes(tmp_path, monkeypatch):
     # CuPy keys its disk cache on the source string: a header edit must change it.
     shutil.copytree(CSRC, tmp_path / "csrc")
-    monkeypatch.setattr(_cuda, "csrc_dir", lambda: tmp_path / "csrc")
+    monkeypatch.setattr(_cuda._core, "csrc_dir", lambda: tmp_path / "csrc")
     before, _ = _cuda.program("features")
     h = tmp_path / "csrc" / "common" / "philox.h"
     h.write_text(h.read_text() + "\n// edited\n")
@@ -191,7 +191,7 @@ def test_program_changes_when_a_header_changes(tmp_path, monkeypatch):
 def test_program_names_a_missing_include(tmp_path, monkeypatch):
     (tmp_path / "csrc" / "cuda").mkdir(parents=True)
     (tmp_path / "csrc" / "cuda" / "bad.cu").write_text('// x\n#include "../common/nope.h"\n')
-    monkeypatch.setattr(_cuda, "csrc_dir", lambda: tmp_path / "csrc")
+    monkeypatch.setattr(_cuda._core, "csrc_dir", lambda: tmp_path / "csrc")
     with pytest.raises(FileNotFoundError, match=r"cuda/bad.cu:2: .*nope.h"):
         _cuda.program("bad")
 
@@ -229,8 +229,8 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
     # CuPy passes each argument by its NumPy size and kind: a wrong count, a float where an
     # integer is expected or a tensor of the wrong dtype would read garbage on the GPU.
     launches = []
-    monkeypatch.setattr(_cuda, "_ptr", _FakePtr)
-    monkeypatch.setattr(_cuda, "_launch", lambda module, kernel, n, args, device=None:
+    monkeypatch.setattr(_cuda._core, "_ptr", _FakePtr)
+    monkeypatch.setattr(_cuda._core, "_launch", lambda module, kernel, n, args, device=None:
                         launches.append((module, kernel, n, args)))
     g = np.random.default_rng(0)
     for it in (torch.int32, torch.int64):

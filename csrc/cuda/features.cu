@@ -1,7 +1,7 @@
 // CUDA launchers of the feature and label randomisers and input checks: indexing only.  Every
 // body is in csrc/common/features.h, the same code the C++ launchers (csrc/cpu/features.cpp)
 // run, so the bits are identical for one seed.  Compile with --fmad=false.
-// Launch shapes (ldpfast/_cuda.py): one thread per row (grr, grr_fs, multibit with m < d),
+// Launch shapes (ldpfast/_cuda/features.py): one thread per row (grr, grr_fs, multibit with m < d),
 // per Philox block of 4 columns (onebit, multibit with m = d), per node (labels), per cell
 // (checks).
 #include "../common/features.h"

@@ -6,7 +6,7 @@
 // two Philox calls per block run on all lanes.  Per-warp sums go to out with one 64-bit
 // atomicAdd each: integer addition mod 2^64 is order-free, so the result is deterministic
 // and equal to the C++ one.  The NH keys are generated once per thread block in shared memory.
-// The launcher (ldpfast/_cuda.py) passes a 4-byte aligned pointer (it copies the rare
+// The launcher (ldpfast/_cuda/fingerprint.py) passes a 4-byte aligned pointer (it copies the rare
 // misaligned view).
 #include "../common/fingerprint.h"
 

@@ -2,7 +2,7 @@
 // indexing only, bodies in csrc/common/graph.h (the C++ check in csrc/cpu/edges.cpp runs the
 // same check_row and sorted_entry).  COO -> CSR, sort / dedup and transpose stay torch-native on CUDA
 // (ldpfast/graph.py: stable sorts, deterministic, and as fast as a hand-written radix sort).
-// Launch shapes (ldpfast/_cuda.py): one thread per row.
+// Launch shapes (ldpfast/_cuda/graph.py): one thread per row.
 #include "../common/graph.h"
 
 using namespace ldp;

@@ -2,7 +2,7 @@
 // shared body of csrc/common/propagate.h (the one csrc/cpu/propagate.cpp runs).  Compile with
 // --fmad=false.  A null `val` means unweighted.
 //
-// Launch shapes (ldpfast/_cuda.py), a warp per work item, lanes over features:
+// Launch shapes (ldpfast/_cuda/propagate.py), a warp per work item, lanes over features:
 // * spmm_*         : a warp per row with at most `chunk` entries: the whole row in CSR order,
 //                    so its bits equal the C++ build's.  Longer rows are skipped here.
 // * spmm_chunks_*  : a warp per chunk of a long row (entries [k0, min(k0 + chunk, row end))),

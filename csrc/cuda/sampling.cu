@@ -1,8 +1,8 @@
 // CUDA launchers of the HeterPoisson sampler (Alg. 2 + 3): indexing only, the bodies are in
 // csrc/common/sampling.h (the ones csrc/cpu/sampling.cpp runs), so a step's batch has the
-// same bits as the C++ build.  Launch shapes (ldpfast/_cuda.py): a thread per candidate
+// same bits as the C++ build.  Launch shapes (ldpfast/_cuda/sampling.py): a thread per candidate
 // (heter_central), per sub-graph (heter_nodes, heter_edges_*).  Compaction of the node slots
-// and the prefix sums are torch ops in ldpfast/_cuda.py.  Inference sub-graphs (section 4.4):
+// and the prefix sums are torch ops in ldpfast/_cuda/sampling.py.  Inference sub-graphs (section 4.4):
 // one thread per test node (heter_infer_*), count then fill.
 #include "../common/sampling.h"
 

@@ -1,9 +1,9 @@
 // CUDA launchers of the synthetic-graph generator: indexing only.  The bodies are in
 // csrc/common/synthetic.h, the ones csrc/cpu/synthetic.cpp runs, so the sampled upper
 // triangle, the trim priorities and the features are the same bits as the C++ build for one
-// seed.  Launch shapes (ldpfast/_cuda.py): one thread per row (synth_edges, synth_priorities),
+// seed.  Launch shapes (ldpfast/_cuda/synthetic.py): one thread per row (synth_edges, synth_priorities),
 // per (class, feature) prototype (synth_proto) or per feature cell (synth_features_*).
-// Output size: a count launch writes each row's edge count, ldpfast/_cuda.py prefix-sums them
+// Output size: a count launch writes each row's edge count, ldpfast/_cuda/synthetic.py prefix-sums them
 // on the device and reads the total once to allocate, then a fill launch writes each row at
 // its offset (the edge list never goes through the host).  The trim (a stable device sort of
 // the priorities) and the symmetric CSR (a device sort of 64-bit keys) are torch ops in

@@ -31,30 +31,39 @@ Datasets, sources and licences
   the raw multi-hot features of the local files (a warning says so).
 * :func:`load_tu` -- any TU-format graph classification dataset (e.g. REDDIT-BINARY, from
   the TU Dortmund collection, chrsmrrs.github.io/datasets; licences vary per dataset).
+
+Layout: this module finds a dataset (roots, cache, downloads) and cleans what it loads; the
+raw-file readers (Planetoid, MUSAE / FEATHER), :func:`top_classes` and the SVD are in
+``_raw.py``, :func:`load_tu` in ``_tu.py`` (both re-exported here, under the same names).
 """
 from __future__ import annotations
 
-import csv
-import json
 import os
 import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch_geometric.data import Data
 
 from .._checks import check_int
 from .._paths import cache_dir
 from ..graph import clean_edge_index
+from ._raw import (
+    _load_facebook,
+    _load_lastfm,
+    _load_planetoid,
+    _load_twitch,
+    _truncated_svd,
+    top_classes,
+)
+from ._tu import load_tu
 
 __all__ = ["cache_root", "default_root", "load", "load_tu", "locate", "search_roots",
            "top_classes"]
 
 ENV_VAR = "LDPFAST_DATA"
 OFFLINE_ENV = "LDPFAST_OFFLINE"
-_SVD_SEED = 0x5EED
 
 # canonical name -> (sub-folder, file names, layout line for error messages)
 _PLANETOID_PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -409,283 +418,3 @@ def _read_raw(canon: str, root: Path) -> Data:
     return _load_twitch(*paths)
 
 
-# ----------------------------------------------------------------------------- Planetoid
-
-def _load_planetoid(raw_dir: Path, prefix: str) -> Data:
-    from torch_geometric.io import read_planetoid_data
-
-    d = read_planetoid_data(str(raw_dir), prefix)
-    n = int(d.y.numel())
-    data = Data(x=d.x.to(torch.float32).contiguous(), edge_index=d.edge_index,
-                y=d.y.to(torch.int64), num_nodes=n)
-    data.train_mask, data.val_mask, data.test_mask = d.train_mask, d.val_mask, d.test_mask
-    return data
-
-
-# ----------------------------------------------------------------------------- MUSAE
-
-def _read_edge_csv(path: Path, header: tuple[str, str]) -> torch.Tensor:
-    with open(path, encoding="utf-8") as f:
-        first = f.readline().strip().split(",")
-        if tuple(c.strip() for c in first) != header:
-            raise ValueError(f"{path}: expected header {','.join(header)}, got {','.join(first)}")
-        body = f.read()
-    arr = np.array(body.replace(",", " ").split(), dtype=np.int64)
-    if arr.size % 2:
-        raise ValueError(f"{path}: expected two integer columns")
-    return torch.from_numpy(arr.reshape(-1, 2).T.copy())
-
-
-def _read_multi_hot(path: Path, n: int) -> torch.Tensor:
-    """Dense float32 multi-hot matrix (n, max_feature_id + 1) from a MUSAE JSON file."""
-    with open(path, encoding="utf-8") as f:
-        feats = json.load(f)
-    keys = np.fromiter((int(k) for k in feats), dtype=np.int64, count=len(feats))
-    if keys.size != n or not np.array_equal(np.sort(keys), np.arange(n)):
-        raise ValueError(f"{path}: expected feature lists for node ids 0..{n - 1}")
-    lens = np.fromiter((len(v) for v in feats.values()), dtype=np.int64, count=len(feats))
-    cols = np.fromiter((c for v in feats.values() for c in v), dtype=np.int64,
-                       count=int(lens.sum()))
-    rows = np.repeat(keys, lens)
-    if cols.size and cols.min() < 0:
-        raise ValueError(f"{path}: negative feature id")
-    m = int(cols.max()) + 1 if cols.size else 0
-    x = torch.zeros(n, m, dtype=torch.float32)
-    x[torch.from_numpy(rows), torch.from_numpy(cols)] = 1.0  # repeated ids stay 1 (multi-hot)
-    return x
-
-
-def _read_target(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _load_facebook(edges: Path, features: Path, target: Path) -> Data:
-    rows = _read_target(target)
-    n = len(rows)
-    ids = np.array([int(r["id"]) for r in rows], dtype=np.int64)
-    if not np.array_equal(np.sort(ids), np.arange(n)):
-        raise ValueError(f"{target}: expected ids 0..{n - 1}")
-    types = [r["page_type"] for r in rows]
-    class_names = sorted(set(types))
-    code = {c: i for i, c in enumerate(class_names)}
-    y = np.empty(n, dtype=np.int64)
-    y[ids] = [code[t] for t in types]
-    data = Data(x=_read_multi_hot(features, n),
-                edge_index=_read_edge_csv(edges, ("id_1", "id_2")),
-                y=torch.from_numpy(y), num_nodes=n)
-    data.class_names = class_names
-    return data
-
-
-def _load_lastfm(edges: Path, features: Path, target: Path) -> Data:
-    rows = _read_target(target)
-    n = len(rows)
-    try:
-        ids = np.array([int(r["id"]) for r in rows], dtype=np.int64)
-        y = np.empty(n, dtype=np.int64)
-        y[ids] = [int(r["target"]) for r in rows]
-    except (KeyError, ValueError, IndexError) as e:
-        raise ValueError(f"{target}: expected integer columns id,target with ids 0..{n - 1} "
-                         f"({e})") from None
-    if not np.array_equal(np.sort(ids), np.arange(n)):
-        raise ValueError(f"{target}: expected ids 0..{n - 1}")
-    return Data(x=_read_multi_hot(features, n),
-                edge_index=_read_edge_csv(edges, ("node_1", "node_2")),
-                y=torch.from_numpy(y), num_nodes=n)
-
-
-def top_classes(data: Data, k: int) -> Data:
-    """The subgraph induced by the nodes of the ``k`` most frequent classes, labels
-    relabelled 0..k-1 by decreasing frequency (ties: smaller label first).  LPGNN Table 1
-    restricts LastFM this way (7,083 nodes, 10 classes)."""
-    from torch_geometric.utils import subgraph
-
-    num = int(data.y.max()) + 1
-    check_int("k", k, lo=1, hi=num)
-    counts = torch.bincount(data.y, minlength=num)
-    order = sorted(range(num), key=lambda c: (-int(counts[c]), c))[:k]
-    remap = torch.full((num,), -1, dtype=torch.int64)
-    remap[torch.tensor(order)] = torch.arange(k)
-    keep = remap[data.y] >= 0
-    ei, _ = subgraph(keep, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
-    out = Data(x=data.x[keep], edge_index=ei, y=remap[data.y[keep]],
-               num_nodes=int(keep.sum()))
-    out.name = getattr(data, "name", None)
-    return out
-
-
-def _load_twitch(edges: Path, features: Path, target: Path) -> Data:
-    rows = _read_target(target)
-    n = len(rows)
-    ids = np.array([int(r["new_id"]) for r in rows], dtype=np.int64)
-    if not np.array_equal(np.sort(ids), np.arange(n)):
-        raise ValueError(f"{target}: expected new_id values 0..{n - 1}")
-    flags = {"true": 1, "false": 0}
-    y = np.empty(n, dtype=np.int64)
-    try:
-        y[ids] = [flags[r["mature"].strip().lower()] for r in rows]
-    except KeyError as e:
-        raise ValueError(f"{target}: 'mature' must be True/False, got {e}") from None
-    return Data(x=_read_multi_hot(features, n),
-                edge_index=_read_edge_csv(edges, ("from", "to")),
-                y=torch.from_numpy(y), num_nodes=n)
-
-
-# ----------------------------------------------------------------------------- SVD
-
-def _truncated_svd(x: torch.Tensor, k: int, *, oversample: int = 20, niter: int = 6,
-                   seed: int = _SVD_SEED) -> torch.Tensor:
-    """``U_k S_k`` of ``x`` by randomized SVD (Halko et al. 2011) with a seeded generator.
-
-    Runs in float64 on a sparse copy of ``x``; signs are fixed so that the largest-magnitude
-    entry of each right singular vector is positive (as scikit-learn's ``svd_flip``).
-    """
-    n, m = x.shape
-    q = min(k + oversample, n, m)
-    xs = x.to_sparse().coalesce().to(torch.float64)
-    xt = xs.t().coalesce()
-    gen = torch.Generator().manual_seed(seed)
-    omega = torch.randn(m, q, generator=gen, dtype=torch.float64)
-    basis = torch.linalg.qr(xs @ omega).Q
-    for _ in range(niter):
-        basis = torch.linalg.qr(xt @ basis).Q
-        basis = torch.linalg.qr(xs @ basis).Q
-    b = (xt @ basis).t()  # (q, m) = basis^T x
-    ub, s, vh = torch.linalg.svd(b, full_matrices=False)
-    u = (basis @ ub)[:, :k]
-    vh = vh[:k]
-    pivot = vh.abs().argmax(dim=1)
-    signs = torch.sign(vh[torch.arange(k), pivot])
-    signs[signs == 0] = 1.0
-    return (u * (s[:k] * signs)).to(torch.float32).contiguous()
-
-
-# ----------------------------------------------------------------------------- TU format
-
-def _loadtxt(path: Path, dtype) -> np.ndarray:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # empty file
-        return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
-
-
-def load_tu(folder: str | os.PathLike, name: str) -> list[Data]:
-    """Load a TU-format graph classification dataset from a user folder.
-
-    The TU Dortmund format (chrsmrrs.github.io/datasets; e.g. REDDIT-BINARY, whose licence
-    is set by its authors, Yanardag & Vishwanathan 2015) stores all graphs together:
-
-    * ``<name>_A.txt`` -- one ``i, j`` line per edge, 1-based global node ids;
-    * ``<name>_graph_indicator.txt`` -- graph id (1-based) of every node;
-    * ``<name>_graph_labels.txt`` -- one label per graph;
-    * optional ``<name>_node_labels.txt`` (one or more integer columns) and
-      ``<name>_node_attributes.txt`` (comma-separated floats).
-
-    Parsing is vectorised NumPy, O(total nodes + edges); only the final assembly loops over
-    graphs.  Nothing is downloaded or written.
-
-    Parameters
-    ----------
-    folder : str or os.PathLike
-        Folder containing the files (the raw folder of the dataset).
-    name : str
-        File prefix, e.g. ``'REDDIT-BINARY'``.
-
-    Returns
-    -------
-    list of torch_geometric.data.Data
-        One per graph, in graph-id order: ``edge_index`` with local node ids, undirected,
-        deduplicated, no self loops; ``y`` a 1-element int64 tensor with graph labels
-        remapped to ``0..C-1`` (sorted order of the original labels); ``x`` = node
-        attributes (float32) if present, else one-hot node labels (float32; categories
-        shared by the whole dataset, one block per label column) if present, else None;
-        ``num_nodes``.
-
-    Raises
-    ------
-    FileNotFoundError
-        A required file is missing (the message names each).
-    ValueError
-        Inconsistent files (ids out of range, an edge across two graphs, wrong row counts).
-    """
-    folder = Path(folder)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name: expected a non-empty str, got {name!r}")
-    req = {k: folder / f"{name}_{k}.txt" for k in ("A", "graph_indicator", "graph_labels")}
-    missing = [str(p) for p in req.values() if not p.is_file()]
-    if missing:
-        raise FileNotFoundError(
-            f"TU dataset {name!r}: missing file(s) in {str(folder)!r}:\n  "
-            + "\n  ".join(missing)
-            + f"\nexpected {name}_A.txt, {name}_graph_indicator.txt, {name}_graph_labels.txt "
-            f"(optional {name}_node_labels.txt, {name}_node_attributes.txt)"
-        )
-
-    gi = _loadtxt(req["graph_indicator"], np.int64)[:, 0] - 1
-    glab = _loadtxt(req["graph_labels"], np.int64)[:, 0]
-    num_graphs, num_nodes = glab.size, gi.size
-    if num_nodes and (gi.min() < 0 or gi.max() >= num_graphs):
-        raise ValueError(f"{req['graph_indicator']}: graph ids must lie in [1, {num_graphs}] "
-                         f"({num_graphs} graph labels)")
-    _, y = np.unique(glab, return_inverse=True)
-
-    edges = _loadtxt(req["A"], np.int64)
-    if edges.size and edges.shape[1] != 2:
-        raise ValueError(f"{req['A']}: expected two columns, got {edges.shape[1]}")
-    edges = edges.reshape(-1, 2) - 1
-    if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
-        raise ValueError(f"{req['A']}: node ids must lie in [1, {num_nodes}]")
-    if np.any(gi[edges[:, 0]] != gi[edges[:, 1]]):
-        raise ValueError(f"{req['A']}: an edge joins nodes of two different graphs")
-
-    # Relabel nodes so that each graph's nodes are contiguous: new = position in stable sort.
-    counts = np.bincount(gi, minlength=num_graphs)
-    ptr = np.zeros(num_graphs + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    perm = np.argsort(gi, kind="stable")
-    new_id = np.empty(num_nodes, dtype=np.int64)
-    new_id[perm] = np.arange(num_nodes)
-
-    ei = clean_edge_index(torch.from_numpy(new_id[edges].T.copy()), num_nodes)
-    src = ei[0].numpy()
-    e_counts = np.bincount(gi[perm][src], minlength=num_graphs) if src.size else \
-        np.zeros(num_graphs, dtype=np.int64)
-    e_ptr = np.zeros(num_graphs + 1, dtype=np.int64)
-    np.cumsum(e_counts, out=e_ptr[1:])
-
-    x_all = _tu_features(folder, name, num_nodes)
-    if x_all is not None:
-        x_all = x_all[torch.from_numpy(perm)]
-
-    out = []
-    for g in range(num_graphs):
-        lo, hi = int(ptr[g]), int(ptr[g + 1])
-        e = ei[:, int(e_ptr[g]):int(e_ptr[g + 1])] - lo
-        x = x_all[lo:hi] if x_all is not None else None
-        out.append(Data(x=x, edge_index=e.contiguous(),
-                        y=torch.tensor([int(y[g])], dtype=torch.int64), num_nodes=hi - lo))
-    return out
-
-
-def _tu_features(folder: Path, name: str, num_nodes: int) -> torch.Tensor | None:
-    attr = folder / f"{name}_node_attributes.txt"
-    lab = folder / f"{name}_node_labels.txt"
-    if attr.is_file():
-        a = _loadtxt(attr, np.float32)
-        if a.shape[0] != num_nodes:
-            raise ValueError(f"{attr}: expected {num_nodes} rows, got {a.shape[0]}")
-        return torch.from_numpy(np.ascontiguousarray(a))
-    if lab.is_file():
-        lab_arr = _loadtxt(lab, np.int64)
-        if lab_arr.shape[0] != num_nodes:
-            raise ValueError(f"{lab}: expected {num_nodes} rows, got {lab_arr.shape[0]}")
-        blocks = []
-        for col in lab_arr.T:
-            cats, inv = np.unique(col, return_inverse=True)
-            block = np.zeros((num_nodes, cats.size), dtype=np.float32)
-            block[np.arange(num_nodes), inv] = 1.0
-            blocks.append(block)
-        return torch.from_numpy(np.concatenate(blocks, axis=1))
-    return None

@@ -1,0 +1,158 @@
+"""Launchers of the feature / label randomisers and input checks (``csrc/cuda/features.cu``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._core import _suffix, _via_core
+
+_launch, _ptr = _via_core("_launch"), _via_core("_ptr")
+
+
+# --- feature / label randomisers and input checks (features.cu) -------------------------------
+# Same names, arguments and checks as the C++ entry points (csrc/cpu/features.cpp): data
+# arguments are CUDA tensors, the per-column parameters (k, thresholds) small host arrays that
+# are copied to the device here.
+
+def _same_shape(a, b, na: str, nb: str) -> None:
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{nb}: shape differs from {na}")
+
+
+def _on_device(arr, dtype, like):
+    """A small host parameter array as a contiguous tensor on ``like``'s device."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(arr, dtype=dtype)).to(like.device)
+
+
+def _cat_args(x, k, thresholds, out):
+    if x.dim() != 2:
+        raise ValueError("x: expected a 2-D tensor")
+    _same_shape(x, out, "x", "out")
+    if out.dtype != x.dtype:
+        raise ValueError("out: dtype differs from x")
+    d = x.shape[1]
+    k = np.ascontiguousarray(k, dtype=np.int64).reshape(-1)
+    T = np.ascontiguousarray(thresholds, dtype=np.uint64).reshape(-1)
+    if k.size != d:
+        raise ValueError(f"k: expected {d} elements, got {k.size}")
+    if T.size != d:
+        raise ValueError(f"thresholds: expected {d} elements, got {T.size}")
+    if k.size and (k.min() < 1 or k.max() > 2**31):
+        raise ValueError("k: domain sizes must lie in [1, 2^31]")
+    if T.size and T.max() > 2**32:
+        raise ValueError("thresholds: must be <= 2^32")
+    # uint64 thresholds cross as int64 bits (the kernel reads them as uint64)
+    return _on_device(k, np.int64, x), _on_device(T.view(np.int64), np.int64, x)
+
+
+def grr(x, k, thresholds, seed, out) -> None:
+    kd, Td = _cat_args(x, k, thresholds, out)
+    n, d = x.shape
+    _launch("features", f"grr_{_suffix(x, 'x')}", n,
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
+             np.uint64(seed)), x.device)
+
+
+def grr_fs(x, k, thresholds, m, seed, out) -> None:
+    import torch
+
+    kd, Td = _cat_args(x, k, thresholds, out)
+    n, d = x.shape
+    if not 1 <= m <= d:
+        raise ValueError("m: expected an int in [1, d]")
+    flags = torch.empty(2, dtype=torch.int32, device=x.device)
+    _launch("features", "grr_fs_flags", 1, (_ptr(kd), np.int64(d), _ptr(flags)), x.device)
+    _launch("features", f"grr_fs_{_suffix(x, 'x')}", n,
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m),
+             np.uint64(seed), _ptr(flags)), x.device)
+
+
+def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
+    import torch
+
+    if x.dim() != 2:
+        raise ValueError("x: expected a 2-D tensor")
+    _same_shape(x, out, "x", "out")
+    if out.dtype != torch.int8:
+        raise ValueError("out: expected an int8 tensor")
+    if not alpha < beta:
+        raise ValueError("alpha, beta: expected alpha < beta")
+    if not (1 <= t_lo <= 2**31 and span >= 0 and 2.0 * t_lo + span <= 2.0**32):
+        raise ValueError("t_lo, span: expected 1 <= t_lo <= 2^31 and 2 t_lo + span <= 2^32")
+
+
+_SUB_ONEBIT, _SUB_MULTIBIT = 0, 1  # csrc/common/features.h
+
+
+def _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, sub) -> None:
+    n, d = x.shape
+    _launch("features", f"onebit_{_suffix(x, 'x')}", n * ((d + 3) // 4),
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
+             np.uint64(t_lo), np.float64(span), np.uint64(seed), np.uint32(sub)), x.device)
+
+
+def onebit(x, alpha, beta, t_lo, span, seed, out) -> None:
+    _onebit_args(x, out, alpha, beta, t_lo, span)
+    _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, _SUB_ONEBIT)
+
+
+def multibit_encode(x, m, alpha, beta, t_lo, span, seed, out) -> None:
+    _onebit_args(x, out, alpha, beta, t_lo, span)
+    n, d = x.shape
+    if not 1 <= m <= d:
+        raise ValueError("m: expected an int in [1, d]")
+    if m == d:  # multibit_row's m = d case, one thread per Philox block instead of per row
+        _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, _SUB_MULTIBIT)
+        return
+    _launch("features", f"multibit_{_suffix(x, 'x')}", n,
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
+             np.float64(beta), np.uint64(t_lo), np.float64(span), np.uint64(seed)), x.device)
+
+
+def rr_labels(y, mask, num_classes, threshold, seed, out) -> None:
+    import torch
+
+    if y.dim() != 1:
+        raise ValueError("y: expected a 1-D tensor")
+    _same_shape(y, out, "y", "out")
+    if out.dtype != y.dtype:
+        raise ValueError("out: dtype differs from y")
+    if mask.dtype != torch.bool or tuple(mask.shape) != tuple(y.shape):
+        raise ValueError(f"mask: expected a bool tensor of {y.shape[0]} elements")
+    if not 1 <= num_classes <= 2**31:
+        raise ValueError("num_classes: expected an int in [1, 2^31]")
+    if threshold > 2**32:
+        raise ValueError("threshold: must be <= 2^32")
+    n = y.shape[0]
+    _launch("features", f"rr_labels_{_suffix(y, 'y')}", n,
+            (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
+             np.uint64(threshold), np.uint64(seed)), y.device)
+
+
+def _first_index(kernel: str, x, n_threads: int, args: tuple) -> int:
+    """Smallest flat index flagged by a check kernel, or -1 (the one host sync of a check)."""
+    import torch
+
+    first = torch.full((1,), -1, dtype=torch.int64, device=x.device)  # all ones: no hit
+    _launch("features", kernel, n_threads, (_ptr(x), *args, _ptr(first)), x.device)
+    return int(first.item())
+
+
+def check_categorical(x, k) -> int:
+    if x.dim() != 2:
+        raise ValueError("x: expected a 2-D tensor")
+    n, d = x.shape
+    k = np.ascontiguousarray(k, dtype=np.int64).reshape(-1)
+    if k.size != d:
+        raise ValueError(f"k: expected {d} elements, got {k.size}")
+    kd = _on_device(k, np.int64, x)  # held until launched: a freed block could be reused
+    return _first_index(f"check_categorical_{_suffix(x, 'x')}", x, n * d,
+                        (np.int64(n), np.int64(d), _ptr(kd)))
+
+
+def check_range(x, alpha, beta) -> int:
+    N = x.numel()
+    return _first_index(f"check_range_{_suffix(x, 'x')}", x, N,
+                        (np.int64(N), np.float64(alpha), np.float64(beta)))

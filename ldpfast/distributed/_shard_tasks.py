@@ -1,0 +1,362 @@
+"""The per-shard tasks of :mod:`ldpfast.distributed.shards`, run on Dask workers: validation
+(pass 1), the DPRR / RR edge task, the feature and label randomisers, and LocalLap's
+rounds, histograms, ties and writes.  Each reads only its own shard and draws with its
+global row ids."""
+from __future__ import annotations
+
+import os
+import resource
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..graph import CSR
+from ..rng import Stream
+from ._shard_io import _edges_table, _nodes_table, _read_edges, _read_nodes, _write_atomic
+
+
+# ----------------------------------------------------------------------------- the plan
+@dataclass
+class _Plan:
+    """Everything a shard task needs (public parameters and the seed; pickled to workers)."""
+
+    in_dir: str
+    stage: str
+    n: int
+    seed: int = field(repr=False)  # secret: never in a repr, log or output
+    edges: dict | None = None
+    features: dict | None = None
+    labels: dict | None = None
+    rounds: list = field(default_factory=list)  # LocalLap: (rnd, pi, lo, hi) per round
+    engine: str = "cpp"  # DPRR / RR sampler: "cpp" (n-row view) or "numba" (shard rows only)
+
+
+def _kernels():
+    from .. import _backend
+
+    return _backend.get("cpu", None)
+
+
+def _peak_rss() -> int:
+    """Peak resident bytes of this process: VmHWM (Linux; ru_maxrss would report the peak of
+    the parent that forked the worker, as Linux keeps it across exec), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _call(fn, *args) -> dict:
+    """Run a shard task; add its wall time, the worker's address and peak resident memory."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    out["task"] = fn.__name__.strip("_")
+    out["seconds"] = time.perf_counter() - t0
+    try:
+        from distributed import get_worker
+
+        out["worker"] = get_worker().address
+    except ValueError:  # not on a worker (direct call)
+        out["worker"] = "local"
+    out["rss"] = _peak_rss()
+    return out
+
+
+def _fault(plan: _Plan, s: int, where: str) -> None:
+    """Test hook: ``_fault = {"shard": s, "at": where, "how": "raise" | "exit"}`` in the edge
+    spec makes that task fail there (after writing a partial temporary file for "exit")."""
+    f = (plan.edges or {}).get("_fault") or (plan.features or {}).get("_fault")
+    if not f or f["shard"] != s or f["at"] != where:
+        return
+    if f["how"] == "exit":
+        (Path(plan.stage) / f".part-{s:05d}.parquet.partial.tmp").write_bytes(b"PAR1 truncated")
+        os._exit(17)
+    raise RuntimeError(f"injected failure in shard {s} ({where})")
+
+
+def _validate_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Pass 1: read and check the shard; LocalLap: its noisy-degree sum."""
+    from ..mechanisms.edges import _FLAG_MSG
+    from ._rows import check_rows
+
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    _fault(plan, s, "validate")
+    out: dict[str, Any] = {"shard": s}
+    if plan.edges is not None:
+        rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+        if int(rp[-1]) != int(sh["nnz"]):
+            raise ValueError(f"graph: {sh['edges']} has {int(rp[-1])} entries, meta.json says {sh['nnz']}")
+        flags, h = check_rows(np.int64(a), np.int64(plan.n), rp, col)
+        if flags:
+            bad = [msg for bit, msg in _FLAG_MSG.items() if flags & bit]
+            raise ValueError(f"graph: shard {s} (rows [{a}, {b})): the neighbour lists must form a simple "
+                             "undirected graph; found " + "; ".join(bad))
+        out["hash"] = int(h)
+        if plan.edges["mechanism"] == "locallap":
+            noise = np.empty((b - a, 1), dtype=np.int64)
+            _kernels().fill_discrete_laplace(noise, plan.seed, int(Stream.LOCALLAP), a, plan.edges["t1"],
+                                             plan.edges["s1"])
+            out["noise_sum"] = int(noise.sum())
+    if plan.features is not None or plan.labels is not None:
+        if not sh.get("nodes"):
+            raise ValueError(f"in_dir: shard {s} has no nodes file, but features or labels were asked for")
+        nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a)
+        if plan.features is not None:
+            if "x" not in nd:
+                raise ValueError(f"x: shard {s} stores no features")
+            _check_features(plan.features, nd["x"], a)
+        if plan.labels is not None:
+            if "y" not in nd:
+                raise ValueError(f"y: shard {s} stores no labels")
+            y = nd["y"]
+            m = nd.get("y_mask", np.ones(b - a, dtype=bool)) if plan.labels.get("use_mask", True) else \
+                np.ones(b - a, dtype=bool)
+            c = plan.labels["num_classes"]
+            bad = np.flatnonzero(m & ((y < 0) | (y >= c)))
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"y: label {int(y[i])} of node {a + i} is outside [0, num_classes) = [0, {c})")
+    return out
+
+
+def _check_features(spec: dict, x: np.ndarray, a: int) -> None:
+    """The mechanism's own input check on a block, errors naming the global row."""
+    from ..mechanisms import features as F
+
+    K = _kernels()
+    mech = spec["mechanism"]
+    if mech in ("grr", "grr_fs"):
+        k = F._as_domain("k" if mech == "grr" else "domain", spec["k"], x.shape[1])
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"x: {mech} needs integer features, got {x.dtype}")
+        bad = K.check_categorical(np.ascontiguousarray(x), k)
+        if bad >= 0:
+            i, j = divmod(bad, x.shape[1])
+            raise ValueError(f"x: value {int(x[i, j])} at row {a + i}, column {j} is outside the column's "
+                             f"domain [0, {int(k[j])})")
+    else:
+        if x.dtype.kind != "f":
+            raise TypeError(f"x: {mech} needs float features, got {x.dtype}")
+        bad = K.check_range(np.ascontiguousarray(x), spec["alpha"], spec["beta"])
+        if bad >= 0:
+            i, j = divmod(bad, x.shape[1])
+            raise ValueError(f"x: value {float(x[i, j])} at index ({a + i}, {j}) is NaN or outside "
+                             f"[alpha, beta] = [{spec['alpha']}, {spec['beta']}]")
+
+
+def _randomize_nodes(plan: _Plan, s: int, sh: dict, stage: Path) -> str | None:
+    """Features and labels of the shard with ``row_offset = row_start``; the output file name."""
+    if plan.features is None and plan.labels is None:
+        return None
+    from ..mechanisms import features as F
+    from ..mechanisms.labels import rr_labels
+
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a)
+    xo = yo = None
+    if plan.features is not None:
+        f = plan.features
+        x = torch.from_numpy(np.array(nd["x"], order="C"))  # writable copy of the Arrow buffer
+        mech = f["mechanism"]
+        if mech == "grr":
+            xo = F.grr(x, f["k"], f["eps"], plan.seed, row_offset=a)[0]
+        elif mech == "grr_fs":
+            xo = F.grr_fs(x, f["k"], f["eps"], f["m"], plan.seed, row_offset=a)[0]
+        elif mech == "onebit":
+            xo = F.onebit(x, f["eps"], f["alpha"], f["beta"], plan.seed, row_offset=a)[0]
+        else:
+            xo = F.multibit_encode(x, f["eps"], f["m"], f["alpha"], f["beta"], plan.seed, row_offset=a)[0]
+        xo = xo.numpy()
+    if plan.labels is not None:
+        lab = plan.labels
+        y = torch.from_numpy(np.array(nd["y"]))
+        mask = torch.from_numpy(np.array(nd["y_mask"])) if (lab.get("use_mask", True) and "y_mask" in nd) else None
+        yo = rr_labels(y, lab["num_classes"], lab["eps"], plan.seed, mask=mask, row_offset=a)[0].numpy()
+    name = f"nodes-{s:05d}.parquet"
+    _write_atomic(_nodes_table(xo, yo), stage / name)
+    return name
+
+
+def _rr_shard(plan: _Plan, a: int, rp: np.ndarray, col: np.ndarray, streams, pt, pf):
+    """The RR sampler on rows [a, a + m) of the shard: ``(local rowptr, col)``.
+
+    ``engine="cpp"``: the C++ one-pass kernel (``edges_rr_sample``) on an n-row view in which
+    the other rows are empty with probabilities 0 (they draw nothing), so every row keeps its
+    global id; costs 32 n bytes and O(n) trivial row visits per task.  ``"numba"``: the Numba
+    twin's row body over the shard's rows only (O(shard) memory, about 4x slower here).
+    Both are bit-identical to the single-machine call."""
+    from ..mechanisms.edges import _rr_sample
+
+    n, m = plan.n, rp.shape[0] - 1
+    if plan.engine == "numba":
+        from ._rows import rr_rows
+
+        return rr_rows(a, n, rp, col, plan.seed, streams, pt, pf)
+    ptp = np.zeros(n)
+    ptp[a:a + m] = pt
+    pfp = np.zeros(n)
+    pfp[a:a + m] = pf
+    res = _rr_sample(CSR(torch.from_numpy(_padded_rowptr(rp, a, n)), torch.from_numpy(col), n), ptp, pfp,
+                     plan.seed, streams=streams)
+    return res.rowptr.numpy()[a:a + m + 1].copy(), res.col.numpy()
+
+
+def _padded_rowptr(rp: np.ndarray, a: int, n: int) -> np.ndarray:
+    m = rp.shape[0] - 1
+    rpp = np.empty(n + 1, dtype=np.int64)
+    rpp[:a] = 0
+    rpp[a:a + m + 1] = rp
+    rpp[a + m + 1:] = rp[-1]
+    return rpp
+
+
+def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Pass 2 of DPRR / RR (and the node mechanisms): randomise the shard and write it."""
+    from ..mechanisms.edges import _bit_probs, _rr_probs
+    stage = Path(plan.stage)
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    out: dict[str, Any] = {"shard": s, "edges": None, "nnz_out": 0}
+    e = plan.edges
+    if e is not None and e["mechanism"] in ("dprr", "rr"):
+        rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+        deg = np.diff(rp)
+        if e["mechanism"] == "dprr":
+            noise = np.empty((b - a, 1), dtype=np.int64)
+            _kernels().fill_discrete_laplace(noise, plan.seed, int(Stream.DPRR_DEGREE), a, e["t"], e["s"])
+            d_star = deg.astype(np.float64) + e["g"] * noise[:, 0].astype(np.float64)
+            del noise
+            _, _, _, pt, pf = _bit_probs(d_star, plan.n, e["eps2"])
+            streams = (Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0)
+        else:
+            p, pm = _rr_probs(e["eps"])
+            pt, pf = np.full(b - a, p), np.full(b - a, pm)
+            streams = (Stream.RR_EDGES, 0, Stream.RR_EDGES, 1)
+        _fault(plan, s, "sample")
+        orp, ocol = _rr_shard(plan, a, rp, col, streams, pt, pf)
+        del rp, col, pt, pf
+        name = f"part-{s:05d}.parquet"
+        _write_atomic(_edges_table(orp, ocol, a), stage / name)
+        out.update(edges=name, nnz_out=int(orp[-1]))
+    out["nodes"] = _randomize_nodes(plan, s, sh, stage)
+    return out
+
+
+# ---- LocalLap -------------------------------------------------------------------------------
+def _ll_work(stage: Path, s: int) -> Path:
+    return stage / f".work-{s:05d}.npz"
+
+
+def _ll_round_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """LocalLap candidates of the latest round for one shard (round 0 also the true upper
+    entries); saves them under the staging folder, returns counts and a value histogram."""
+    from ..mechanisms.edges import _csr_union
+    from ._rows import ll_edge_values, ll_zero_rows
+
+    stage = Path(plan.stage)
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    e = plan.edges
+    rnd, pi, lo, hi = plan.rounds[-1]
+    rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+    work = _ll_work(stage, s)
+    if rnd == 0:
+        ones = np.empty(col.shape[0], dtype=np.int64)
+        ll_edge_values(np.int64(a), rp, col, np.uint64(plan.seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
+                       np.int64(e["G2"]), ones)
+        prev: dict[str, np.ndarray] = {"ones": ones}
+        erp, ecol = rp, col
+    else:
+        with np.load(work) as z:
+            prev = dict(z)
+        erp, ecol = rp, col  # exclusions: the adjacency and every earlier round's picks
+        m = b - a
+        for r in range(rnd):
+            u = _csr_union(CSR(torch.from_numpy(erp), torch.from_numpy(ecol), m),
+                           CSR(torch.from_numpy(prev[f"rp{r}"]), torch.from_numpy(prev[f"c{r}"]), m))
+            erp, ecol = u.rowptr.numpy(), u.col.numpy()
+    _fault(plan, s, "locallap")
+    orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.seed, rnd, pi, lo, hi, e["t2"], e["s2"])
+    prev.update({f"rp{rnd}": orp, f"c{rnd}": oc, f"v{rnd}": ov})
+    tmp = work.with_name(f".{work.name}.{uuid.uuid4().hex}.tmp.npz")
+    np.savez(tmp, **prev)
+    os.replace(tmp, work)
+    ones = prev["ones"]
+    return {"shard": s, "zeros": int(oc.shape[0]), "ones_above": int(((ones != np.iinfo(np.int64).min)
+                                                                      & (ones >= lo)).sum())}
+
+
+def _ll_hist_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Histogram of this shard's candidate values (all rounds, and the true entries >= the
+    last threshold)."""
+    with np.load(_ll_work(Path(plan.stage), s)) as z:
+        lo = plan.rounds[-1][2]
+        vals = [z[f"v{r}"] for r, *_ in plan.rounds]
+        ones = z["ones"]
+        vals.append(ones[(ones != np.iinfo(np.int64).min) & (ones >= lo)])
+    v, c = np.unique(np.concatenate(vals), return_counts=True)
+    return {"shard": s, "values": v, "counts": c}
+
+
+def _ll_sources(z, plan: _Plan):
+    """The shard's candidate sources in the global order: rounds, then true upper entries."""
+    lo = plan.rounds[-1][2]
+    out = [(z[f"rp{r}"], z[f"c{r}"], z[f"v{r}"]) for r, *_ in plan.rounds]
+    ones = z["ones"]
+    return out, ones, (ones != np.iinfo(np.int64).min) & (ones >= lo)
+
+
+def _ll_ties_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Number of candidates equal to v* per source (rounds..., true entries)."""
+    vstar = plan.edges["vstar"]
+    with np.load(_ll_work(Path(plan.stage), s)) as z:
+        rounds, ones, sel = _ll_sources(z, plan)
+        counts = [int((v == vstar).sum()) for _, _, v in rounds]
+        counts.append(int((ones[sel] == vstar).sum()))
+    return {"shard": s, "ties": counts}
+
+
+def _ll_write_task(plan: _Plan, s: int, sh: dict, chosen: list[np.ndarray]) -> dict:
+    """Pass 3: the kept upper-triangle entries of the shard's rows, written as part-s."""
+    from ..mechanisms.edges import _csr_union, _masked_csr
+
+    stage = Path(plan.stage)
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    m = b - a
+    e = plan.edges
+    vstar, mode = e["vstar"], e["keep"]
+    rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+    with np.load(_ll_work(stage, s)) as z:
+        rounds, ones, sel = _ll_sources(z, plan)
+        idx = np.flatnonzero(sel)
+        sources = [(orp, oc, ov) for orp, oc, ov in rounds]
+        sources.append((np.searchsorted(idx, rp), col[idx], ones[idx]))
+        parts = []
+        for k, (orp, oc, ov) in enumerate(sources):
+            if mode == "none":
+                keep = np.zeros(ov.shape[0], dtype=bool)
+            elif mode == "all":
+                keep = np.ones(ov.shape[0], dtype=bool)
+            else:
+                keep = ov > vstar
+                tie_pos = np.flatnonzero(ov == vstar)
+                keep[tie_pos[chosen[k]]] = True
+            parts.append(_masked_csr(torch.from_numpy(np.ascontiguousarray(orp, dtype=np.int64)),
+                                     torch.from_numpy(np.ascontiguousarray(oc)), torch.from_numpy(keep), m))
+    U = parts[0]
+    for p in parts[1:]:
+        U = _csr_union(U, p)
+    name = f"part-{s:05d}.parquet"
+    _fault(plan, s, "write")
+    _write_atomic(_edges_table(U.rowptr.numpy(), U.col.numpy(), a), stage / name)
+    out = {"shard": s, "edges": name, "nnz_out": int(U.nnz)}
+    out["nodes"] = _randomize_nodes(plan, s, sh, stage)
+    return out
+
