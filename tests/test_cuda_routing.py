@@ -409,7 +409,7 @@ def test_inference_subgraphs_device_data_runs_the_cuda_kernels_and_matches_cpu(f
 
 # --- edge mechanisms (dprr, rr_edges, local_laplace, server_graph) ----------------------------
 # The fake edge kernels run the C++ kernels on plain views of the same memory (count, prefix
-# sum, fill, as ldpfast._cuda does on the GPU), so the device path of mechanisms/edges.py
+# sum, fill, as ldpfast._cuda does on the GPU), so the device path of mechanisms/edges/
 # (device CSR build and checks, probabilities, public users, LocalLap's rounds, top-T on the
 # device, masked CSRs, unions, transpose, server rules) is checked against the CPU result bit
 # for bit, and must make no host copy.

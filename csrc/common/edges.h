@@ -73,7 +73,7 @@ struct SkipMap {
 
 // ---- DPRR: the per-user probabilities (Algorithm 1, lines 2-7) -------------------------------
 // d* = deg + g noise; q = Proj(eq. 6) (0 where d* <= 0); p_true = p q, p_false = pm q.  The same
-// IEEE operations in the same order as mechanisms/edges.py (_q_of, _bit_probs: NumPy), so the
+// IEEE operations in the same order as mechanisms/edges/degree_preserving.py (_q_of, _bit_probs: NumPy), so the
 // doubles agree to the bit with the CPU path (no FMA: -ffp-contract=off, NVRTC --fmad=false).
 struct DprrProbs {
     double d_star, q, p_true, p_false;

@@ -2,7 +2,7 @@
 // Neural Networks under Local Differential Privacy"): DPRR and Warner's RR on neighbour
 // lists, the LocalLap baseline's candidate sampler, and the server-side CSR helpers
 // (transpose, combine) used to turn the n noisy lists into one graph.
-// Python API: ldpfast/mechanisms/edges.py.  Numba twin: ldpfast/_numba/edges.py (same
+// Python API: ldpfast/mechanisms/edges/.  Numba twin: ldpfast/_numba/edges.py (same
 // names, same sampler calls in the same order, so outputs are bit-identical).
 // The per-row bodies (RR row count / fill, DPRR probabilities, LocalLap values and candidates,
 // row combination, the CSR check) are in csrc/common/edges.h and graph.h, shared with the CUDA

@@ -45,7 +45,7 @@ COO -> CSR with sort / dedup / weight sums and the transpose (``ldpfast/graph.py
 ``torch.sort`` on a 64-bit key, ``unique``-by-neighbour-comparison, ``bincount`` + ``cumsum``,
 repeated weights summed rank by rank), because a stable device sort is what a hand-written
 kernel would do and it gives the C++ counting sort's result; LocalLap's top-T selection
-(``mechanisms/edges.py``: the T-th largest value by ``torch.kthvalue`` on exact integers, the
+(``mechanisms/edges/laplace.py``: the T-th largest value by ``torch.kthvalue`` on exact integers, the
 strict winners by comparison, the ties by index order; the random tie-break draws only
 positions among the ties, from NumPy's Philox on the host exactly as the CPU path, so it
 needs the number of ties and returns the chosen ranks, never the candidates); the masked

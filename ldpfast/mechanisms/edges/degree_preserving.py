@@ -1,0 +1,215 @@
+"""DPRR, degree-preserving randomized response (paper 001, Algorithm 1): noisy degrees by the
+discrete Laplace mechanism (``eps1``), then RR with per-user sampling ``q_i`` (``eps2``).
+
+See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contract.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ... import _backend
+from ..._checks import check_eps, check_int, check_prob
+from ...graph import CSR
+from ...privacy.budget import Spent
+from ...rng import Stream, resolve_seed
+from ._common import (
+    _GUARANTEE,
+    EdgeLDPResult,
+    _device,
+    _graph_csr,
+    _grid,
+    _num_public,
+    _public_for,
+    _rr_probs,
+    _rr_sample_ei,
+)
+from .server import DEFAULT_SYMMETRIZE, _check_rule
+
+
+def dprr_budget(eps: float, n_max: int, alpha: float = 0.9, eps1: float | None = None) -> tuple[float, float]:
+    """Budget split ``(eps1, eps2)`` of DPRR.
+
+    ``eps1 = max(sqrt(8 / (n_max - 1)), (1 - alpha) eps)`` (paper eq. 8) unless ``eps1`` is
+    given, and ``eps2 = eps - eps1`` in both cases (the paper's experiments use
+    ``eps2 = alpha eps``, which exceeds the budget when the first term of eq. 8 wins).
+
+    Raises
+    ------
+    ValueError
+        If ``eps1 >= eps`` (nothing left for Warner's RR).
+    """
+    eps = check_eps("eps", eps)
+    if eps1 is None:
+        n_max = check_int("n_max", n_max, lo=2)
+        alpha = check_prob("alpha", alpha, open_low=True, open_high=True)
+        eps1 = max(math.sqrt(8.0 / (n_max - 1)), (1.0 - alpha) * eps)
+        how = (f"the paper's allocation (eq. 8) gives eps1 = max(sqrt(8/(n_max-1)), (1-alpha)*eps) = "
+               f"max({math.sqrt(8.0 / (n_max - 1)):.6g}, {(1.0 - alpha) * eps:.6g}) with n_max={n_max}, "
+               f"alpha={alpha:g}; use a larger eps, or pass eps1 < eps explicitly")
+    else:
+        eps1 = check_eps("eps1", eps1)
+        how = "pass eps1 < eps"
+    if eps1 >= eps:
+        raise ValueError(f"eps1: eps1 = {eps1:.6g} >= eps = {eps:.6g} leaves no budget for Warner's RR "
+                         f"(eps2 = eps - eps1 must be > 0); {how}")
+    return eps1, eps - eps1
+
+
+def dprr(
+    graph,
+    eps: float,
+    seed: int | None = None,
+    eps1: float | None = None,
+    public=None,
+    n_max: int | None = None,
+    alpha: float = 0.9,
+    symmetrize: str = DEFAULT_SYMMETRIZE,
+    backend: str | None = None,
+) -> EdgeLDPResult:
+    """Degree-Preserving Randomized Response (paper Algorithm 1), for every user at once.
+
+    For each private user ``i`` (``d_i = |a_i|``)::
+
+        d*_i = d_i + g * DLap                          # line 2, Lap(1/eps1) on the 2^-10 grid
+        p    = e^eps2 / (e^eps2 + 1)                   # line 3
+        q_i  = Proj(d*_i / (d*_i (2p-1) + (n-1)(1-p))) # lines 4-5, eq. (6); q_i = 0 if d*_i <= 0
+        a~_i = EdgeSampling(RR(a_i, p), q_i)           # lines 6-7: P[a~_ij=1] = p q_i or (1-p) q_i
+
+    sampled in O(d_i + |a~_i|) without visiting the ``n - 1 - d_i`` non-neighbours one by one
+    (true edges: one Bernoulli(p q_i) each; false edges: geometric skips with probability
+    ``(1-p) q_i`` over the non-neighbours).  Total time and memory O(|E| + n + output).
+
+    Parameters
+    ----------
+    graph : ldpfast.graph.CSR or torch_geometric.data.Data
+        Simple undirected graph; row ``i`` is user ``i``'s neighbour list.
+    eps : float
+        Total budget per user, ``eps1 + eps2``.
+    seed : int, optional
+        64-bit seed; ``None`` draws a fresh one from the OS.  Same seed, same output on
+        every backend and thread count.
+    eps1 : float, optional
+        Budget of the noisy degree.  Default: paper eq. (8).  ``eps2 = eps - eps1`` always.
+    public : bool tensor of shape (n,), optional
+        Non-private users (customized setting, section IV-A): their lists are sent
+        unchanged and they spend nothing; the guarantee covers the private users.
+    n_max : int, optional
+        Maximum number of nodes over the graphs of the task (eq. 8); default ``n``.
+    alpha : float
+        Constant of eq. (8) in (0, 1); paper: 0.9.
+    symmetrize : {"none", "or", "and", "lower", "upper"}
+        Server-side rule for :attr:`EdgeLDPResult.edge_index` (see :func:`server_graph`).
+    backend : {"cpp", "numba", "cuda"}, optional
+        Default: ``"cuda"`` for a CUDA graph, else ``"cpp"`` (see :mod:`ldpfast._backend`).
+
+    Returns
+    -------
+    EdgeLDPResult
+        ``spent.eps = eps1_used + eps2 <= eps`` where ``eps1_used <= eps1`` is the rate the
+        exact discrete Laplace sampler realises.
+
+    Notes
+    -----
+    Privacy (Proposition 2, Appendix A): the noisy degree is ``eps1_used``-edge LDP (a change
+    of one bit moves ``d_i`` by 1 = 1024 grid steps; the grid pmf ratio is at most
+    ``exp(1024 * eps1_used * g)``), ``q_i`` is post-processing of it, RR is ``eps2``-edge LDP
+    and the sampling is post-processing; by sequential composition (Lemma 1) DPRR is
+    ``(eps1_used + eps2)``-edge LDP.
+    """
+    eps = check_eps("eps", eps)
+    return _dprr(_graph_csr(graph, backend), eps, seed, eps1, public, n_max, alpha, symmetrize, backend)
+
+
+def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, backend,
+          edge_index: bool = False) -> EdgeLDPResult:
+    """:func:`dprr` on a checked CSR (``_graph_csr``) and a checked ``eps``; ``edge_index``:
+    also write :attr:`EdgeLDPResult.edge_index` in the sampler's pass (rule ``"none"`` only;
+    the other rules build it from the server graph when asked)."""
+    n = csr.num_nodes
+    dev = _device(csr)
+    pub = _public_for(public, n, csr, dev)
+    if n_max is None:
+        n_max = n
+    else:
+        n_max = check_int("n_max", n_max, lo=max(n, 2))
+    alpha = check_prob("alpha", alpha, open_low=True, open_high=True)
+    symmetrize = _check_rule(symmetrize)
+    allocation = "paper eq. 8 (eps2 = eps - eps1)" if eps1 is None else "given eps1 (eps2 = eps - eps1)"
+    eps1, eps2 = dprr_budget(eps, n_max, alpha, eps1)
+    g, t, s, eps1_used = _grid("eps1", eps1)
+    while eps1_used + eps2 > eps:  # floating point: never report more than eps
+        eps2 = math.nextafter(eps2, 0.0)
+    seed = resolve_seed(seed)
+    backend_name = _backend.resolve(dev, backend)
+    k = _backend.get(dev, backend)
+    p, pm = _rr_probs(eps2)
+    streams = (int(Stream.DPRR_TRUE), 0, int(Stream.DPRR_FALSE), 0)
+
+    if dev == "cuda":  # everything on the device; the only host read is the output size
+        rp = csr.rowptr.contiguous()
+        noise = torch.empty((n, 1), dtype=torch.int64, device=rp.device)
+        k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
+        d_star_t, q_t, p_true, p_false = k.dprr_probs(rp, noise.view(-1), g, p, pm)
+        del noise
+        orp, ocol = k.edges_rr(rp, csr.col.contiguous(), seed, *streams, p_true, p_false, pub)
+        del p_true, p_false
+        noisy, ei = CSR(orp, ocol, n), None  # edge_index: csr_to_edge_index on first access
+        if pub is not None:
+            m = pub.to(torch.bool)
+            d_star_t = torch.where(m, torch.full_like(d_star_t, float("nan")), d_star_t)
+            q_t = torch.where(m, torch.full_like(q_t, float("nan")), q_t)
+    else:
+        # lines 1-2: noisy degrees on the grid, CellRng(seed, DPRR_DEGREE, i, 0); lines 3-7: p,
+        # q_i (eq. 6) + Proj and the per-bit probabilities of eq. (7) (edges::dprr_probs)
+        noise = np.empty((n, 1), dtype=np.int64)
+        k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
+        rp = csr.rowptr.contiguous().numpy()
+        d_star, q, p_true, p_false = (np.empty(n, dtype=np.float64) for _ in range(4))
+        k.dprr_probs(rp, noise[:, 0].copy(), g, p, pm, d_star, q, p_true, p_false)
+        del noise
+        noisy, ei = _rr_sample_ei(csr, p_true, p_false, seed, streams=streams, public=pub, by_degree=True,
+                                  backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
+        del p_true, p_false
+        if pub.size:
+            m = pub.astype(bool)
+            d_star[m] = np.nan
+            q[m] = np.nan
+        d_star_t, q_t = torch.from_numpy(d_star), torch.from_numpy(q)
+    spent = Spent(
+        mechanism="dprr",
+        target="edges",
+        eps=eps1_used + eps2,
+        guarantee=_GUARANTEE,
+        params={
+            "eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm, "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
+            "allocation": allocation, "num_public": _num_public(pub),
+            "symmetrize": symmetrize,
+        },
+    )
+    res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=d_star_t, q=q_t, spent=spent,
+                        symmetrize=symmetrize, backend=backend_name)
+    res._edge_index = ei
+    return res
+
+
+def _bit_probs(d_star: np.ndarray, n: int, eps2: float):
+    """(p, 1-p, q, p q, (1-p) q): RR probabilities, eq. (6) + Proj, and eq. (7) per user.
+
+    The NumPy reference of the kernels' ``dprr_probs`` (``edges::dprr_probs`` in
+    ``csrc/common/edges.h``, which :func:`dprr` runs on every backend; tests check the bits
+    agree); the benchmarks use it to reproduce DPRR's probabilities."""
+    p, pm = _rr_probs(eps2)
+    q = _q_of(d_star, n, p, pm)
+    return p, pm, q, p * q, pm * q
+
+
+def _q_of(d_star: np.ndarray, n: int, p: float, pm: float) -> np.ndarray:
+    """Eq. (6) with Proj onto [0, 1]; q = 0 where d* <= 0.  (p - pm) is 2p - 1."""
+    pos = d_star > 0
+    ds = np.where(pos, d_star, 1.0)
+    q = ds / (ds * (p - pm) + (n - 1) * pm)
+    q = np.where(pos, q, 0.0)
+    return np.clip(q, 0.0, 1.0)

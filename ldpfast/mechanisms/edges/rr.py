@@ -1,0 +1,120 @@
+"""Warner's randomized response on every adjacency bit (the RR baseline of paper 001), by skip
+sampling: O(|E| + output) instead of O(n^2).
+
+See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contract.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ... import _backend
+from ..._checks import check_eps, check_int
+from ...graph import CSR
+from ...privacy.budget import Spent
+from ...rng import Stream, resolve_seed
+from ._common import (
+    _GUARANTEE,
+    EdgeLDPResult,
+    _device,
+    _graph_csr,
+    _num_public,
+    _public_for,
+    _rr_probs,
+    _rr_sample_ei,
+)
+from .server import DEFAULT_SYMMETRIZE, _check_rule
+
+
+def expected_rr_output(csr: CSR, eps: float, public=None) -> float:
+    """Expected number of directed entries Warner's RR outputs: sum_i d_i p + (n-1-d_i)(1-p)
+    over the private users, plus d_i for the public ones.  Computed from exact integer sums
+    (degree totals, user counts), so it is the same double on every device."""
+    n = csr.num_nodes
+    p, pm = _rr_probs(eps)
+    deg = csr.degrees()
+    if isinstance(public, torch.Tensor) and public.numel():
+        m = public.to(torch.bool)
+    elif not isinstance(public, torch.Tensor) and public is not None and len(public):
+        m = torch.from_numpy(np.asarray(public).astype(bool))
+    else:
+        m = None
+    total = int(deg.sum())
+    pub_deg = int(deg[m].sum()) if m is not None else 0
+    n_priv = n - (int(m.sum()) if m is not None else 0)
+    priv_deg = total - pub_deg
+    return p * priv_deg + pm * ((n - 1) * n_priv - priv_deg) + pub_deg
+
+
+def rr_edges(
+    graph,
+    eps: float,
+    seed: int | None = None,
+    max_output_edges: int = 50_000_000,
+    public=None,
+    symmetrize: str = DEFAULT_SYMMETRIZE,
+    backend: str | None = None,
+) -> EdgeLDPResult:
+    """Warner's randomized response on every bit of every neighbour list (paper section V-A).
+
+    Each ``a_ij`` (``j != i``) is kept with probability ``p = e^eps / (e^eps + 1)`` and flipped
+    otherwise; ``eps``-edge LDP (section III-B).  Same sparse sampler as :func:`dprr` (true
+    edges kept w.p. ``p``, false edges by geometric skips w.p. ``1 - p``), but the output
+    itself has about ``n (n-1) / (e^eps + 1)`` entries: it is refused when the expected size
+    exceeds ``max_output_edges`` (raise it to proceed).
+
+    Parameters
+    ----------
+    graph, seed, public, symmetrize, backend
+        As in :func:`dprr`.
+    eps : float
+        Budget per user.
+    max_output_edges : int
+        Upper bound on the expected number of directed output entries.
+    """
+    eps = check_eps("eps", eps)
+    return _rr_edges(_graph_csr(graph, backend), eps, seed, max_output_edges, public, symmetrize, backend)
+
+
+def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, backend,
+              edge_index: bool = False) -> EdgeLDPResult:
+    """:func:`rr_edges` on a checked CSR and ``eps`` (``edge_index``: as :func:`_dprr`)."""
+    n = csr.num_nodes
+    dev = _device(csr)
+    pub = _public_for(public, n, csr, dev)
+    max_output_edges = check_int("max_output_edges", max_output_edges, lo=0)
+    symmetrize = _check_rule(symmetrize)
+    expected = expected_rr_output(csr, eps, pub)
+    if expected > max_output_edges:
+        item = csr.col.element_size()
+        raise ValueError(
+            f"rr_edges: Warner's RR would output about {expected:.4g} directed edges for n={n} at eps={eps:g} "
+            f"(flip probability {1.0 / (1.0 + math.exp(eps)):.4g}): ~{expected * item / 2**30:.3g} GiB as CSR "
+            f"columns, ~{expected * 16 / 2**30:.3g} GiB as a PyG edge_index; this exceeds max_output_edges="
+            f"{max_output_edges}. RR makes a sparse graph dense (O(n^2) output, paper section IV-F); pass a "
+            f"larger max_output_edges to run it anyway, or use dprr().")
+    seed = resolve_seed(seed)
+    p, pm = _rr_probs(eps)
+    num_public = _num_public(pub)
+    if dev == "cuda":
+        k = _backend.get(dev, backend)
+        rp = csr.rowptr
+        full = [torch.full((n,), v, dtype=torch.float64, device=rp.device) for v in (p, pm)]
+        orp, ocol = k.edges_rr(rp.contiguous(), csr.col.contiguous(), seed, int(Stream.RR_EDGES), 0,
+                               int(Stream.RR_EDGES), 1, full[0], full[1], pub)
+        noisy, ei = CSR(orp, ocol, n), None
+    else:
+        noisy, ei = _rr_sample_ei(csr, np.full(n, p), np.full(n, pm), seed,
+                                  streams=(Stream.RR_EDGES, 0, Stream.RR_EDGES, 1), public=pub, by_degree=False,
+                                  backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
+    spent = Spent(
+        mechanism="rr_edges", target="edges", eps=eps, guarantee=_GUARANTEE,
+        params={"eps": eps, "p": p, "flip_prob": pm, "n": n, "expected_output": expected,
+                "num_public": num_public, "symmetrize": symmetrize},
+    )
+    res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=None, q=None, spent=spent,
+                        symmetrize=symmetrize, backend=_backend.resolve(dev, backend))
+    res._edge_index = ei
+    return res
