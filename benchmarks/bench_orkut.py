@@ -364,7 +364,7 @@ def run_heterpoisson(run: Run, csr, y, a):
 
 
 def run_dprr(run: Run, csr, y, a):
-    from ldpfast.methods import dprr
+    from ldpfast.reproduce import dprr
 
     res = run.stage("dprr", "degree_preservation (DPRR, RR, LocalLap)",
                     lambda: dprr.degree_preservation(csr, a.dprr_eps, seed=41))

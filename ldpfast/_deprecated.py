@@ -1,6 +1,7 @@
 """Old import paths kept for one release after the issue-12 re-layout.
 
-:func:`moved` builds the module ``__getattr__`` / ``__dir__`` of a thin shim module: each
+(:func:`moved_names`: the names that moved from ``ldpfast.methods.<paper>`` to
+``ldpfast.reproduce.<paper>``.)  :func:`moved` builds the module ``__getattr__`` / ``__dir__`` of a thin shim module: each
 attribute of the old module resolves to the same object in its new home, with a
 ``DeprecationWarning`` naming the new path (on every access, so that each old use is seen).
 The shims import their new modules explicitly, so the import graph (``tests/
@@ -8,6 +9,7 @@ test_import_cycles.py``) sees what they depend on.
 """
 from __future__ import annotations
 
+import importlib
 import warnings
 from types import ModuleType
 
@@ -48,3 +50,24 @@ def moved(old: str, modules: tuple[ModuleType, ...]):
         return sorted({n for mod in modules for n in vars(mod) if not n.startswith("__")})
 
     return __getattr__, __dir__
+
+
+def moved_names(old_module: str, new_module: str, names):
+    """A module ``__getattr__`` (PEP 562) for names that moved from ``old_module`` to
+    ``new_module``: reading one warns (DeprecationWarning naming the new path) and returns
+    the moved object itself; other names raise AttributeError as usual.
+
+    The new module is imported by name (``importlib``), on first use of a moved name only:
+    a method module never imports the reproduction harness, which imports it.  Remove the
+    shim, and this helper, in the release after the move.
+    """
+    names = frozenset(names)
+
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
+        warnings.warn(f"{old_module}.{name} has moved to {new_module}.{name}; the old path "
+                      f"will be removed in ldpfast {REMOVED_IN}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new_module), name)
+
+    return __getattr__

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 import math
 import statistics
 import warnings
@@ -277,25 +276,3 @@ class FitReport:
     def to_dict(self) -> dict:
         """The report as plain dicts and lists (JSON-ready with ``default=str``)."""
         return asdict(self)
-
-
-# --- names moved to ldpfast.reproduce (kept importable for one release) ---------------------------
-def moved_names(old_module: str, new_module: str, names):
-    """A module ``__getattr__`` (PEP 562) for names that moved from ``old_module`` to
-    ``new_module``: reading one warns (DeprecationWarning naming the new path) and returns
-    the moved object itself; other names raise AttributeError as usual.
-
-    The new module is imported by name (``importlib``), on first use of a moved name only:
-    a method module never imports the reproduction harness, which imports it.  Remove the
-    shim, and this helper, in the release after the move.
-    """
-    names = frozenset(names)
-
-    def __getattr__(name: str):
-        if name not in names:
-            raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
-        warnings.warn(f"{old_module}.{name} has moved to {new_module}.{name}; the old path "
-                      "will be removed in the next release", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(new_module), name)
-
-    return __getattr__

@@ -62,13 +62,13 @@ import torch.nn.functional as F
 
 from .. import _backend
 from .._checks import check_eps, check_int, check_prob, check_real
+from .._deprecated import moved_names
 from ..graph import CSR, to_csr
 from ..rng import resolve_seed
 from ._common import (
     FitReport,
     data_to,
     mean_std,
-    moved_names,
     resolve_device,
     sub_seed,
 )

@@ -69,10 +69,11 @@ import torch.nn.functional as F
 
 from .. import _backend
 from .._checks import check_eps, check_int, check_prob, check_real
+from .._deprecated import moved_names
 from ..privacy.accountants import check_degree_model, privacy_model
 from ..privacy.budget import Spent
 from ..rng import resolve_seed
-from ._common import _data_tensors, data_to, device_raises, moved_names, resolve_device
+from ._common import _data_tensors, data_to, device_raises, resolve_device
 
 __all__ = ["HeterPoissonReport", "build_model", "fit", "split_nodes"]
 
@@ -365,8 +366,8 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
          num_layers, n_test, train_frac, accountant, report_pld, overlap, induced, degree_model, degree_bound, seed,
          sigma, backend, progress, dataset, n):
     """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
-    from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ..privacy.accountants import HeterPoissonAccountant, MixtureAccountant
+    from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 
     t0 = time.perf_counter()
     # drawn on the CPU (same split on every device), then moved

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from .. import _backend, ops
 from .._checks import check_int, check_real
+from .._deprecated import moved_names
 from ..graph import csr_of
 from ..privacy import Ledger
 from ..rng import resolve_seed
@@ -49,7 +50,6 @@ from ._common import (
     device_raises,
     fmt_eps,
     graph_input,
-    moved_names,
     quiet_sparse_csr,
     random_split,
     resolve_device,

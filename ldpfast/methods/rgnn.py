@@ -54,12 +54,12 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .. import _backend, ops
 from .._checks import check_eps, check_int, check_real, check_tensor
+from .._deprecated import moved_names
 from ..graph import csr_of
 from ..privacy import Ledger
 from ..privacy.ldp import grr_fs_epsilon
@@ -73,7 +73,6 @@ from ._common import (
     device_raises,
     fmt_eps,
     graph_input,
-    moved_names,
     random_split,
     resolve_device,
     sub_seed,
