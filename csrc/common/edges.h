@@ -33,10 +33,28 @@ LDP_HD int64_t geom_exact(CellRng& g, uint64_t t, uint64_t s) {
     }
 }
 
+// Bernoulli(exp(-num / den)) exactly for any num (den >= 1): floor(num / den) Bernoulli(e^-1)
+// trials, then one of exp(-(num mod den) / den), all of which must succeed (CKS, rng.h).
+LDP_HD bool bernoulli_exp_neg_any(CellRng& g, uint64_t num, uint64_t den) {
+    for (uint64_t k = num / den; k > 0; --k)
+        if (!g.bernoulli_exp_neg(1, 1)) return false;
+    return g.bernoulli_exp_neg(num % den, den);
+}
+
 // Discrete Laplace (rate s/t per unit) conditioned on lo <= Y < hi; lo = I64_MIN and
-// hi = I64_MAX mean unbounded.  For lo >= 1 the tail is lo + geometric (memoryless);
-// otherwise rejection from the unconditioned law (acceptance >= 1/2 when lo <= 0).
+// hi = I64_MAX mean unbounded.  For lo >= 1 the tail is lo + geometric (memoryless); a band
+// [lo, hi) with (hi - lo) s <= t (acceptance of the geometric would be as low as 1 - e^-1 ... 0)
+// is lo + x, x uniform on [0, hi - lo) accepted with exact probability exp(-x s / t)
+// (acceptance >= e^-1).  Otherwise rejection from the unconditioned law (acceptance >= 1/2
+// when lo <= 0 and hi unbounded).  Every branch is exact (integer arithmetic only).
 LDP_HD int64_t dlap_band(CellRng& g, uint64_t t, uint64_t s, int64_t lo, int64_t hi) {
+    if (lo >= 1 && hi != I64_MAX && hi > lo && (uint64_t)(hi - lo) <= t / s) {
+        const uint64_t w = (uint64_t)(hi - lo);  // w s <= t: no overflow
+        for (;;) {
+            const uint64_t x = g.randint(w);
+            if (g.bernoulli_exp_neg(x * s, t)) return lo + (int64_t)x;
+        }
+    }
     for (;;) {
         int64_t y;
         if (lo >= 1) {
@@ -168,22 +186,52 @@ LDP_HD int64_t rr_row_fill(const RRArgs& A, int64_t i, const C* nb, int64_t d, C
 }
 
 // ---- LocalLap --------------------------------------------------------------------------------
-// Noise of the upper-triangular true entry (i, j): one + DLap(t, s) from
-// CellRng(seed, STREAM_LOCALLAP, i, j) (j >= 1: never the degree cell (i, 0)); j <= i: I64_MIN.
-LDP_HD int64_t ll_edge_value(uint64_t seed, int64_t i, int64_t j, uint64_t t, uint64_t s, int64_t one) {
+// A true upper entry's value is one + L (L discrete Laplace, rate s/t per grid unit); only the
+// entries at or above the round's threshold need it.  Round rnd decides the entries that were
+// no candidate in the earlier rounds (L < hi - one, hi = the previous threshold; I64_MAX in
+// round 0): candidate iff L >= lo - one, then the value, else LL_NOT_CAND.
+constexpr int64_t LL_NOT_CAND = I64_MIN + 1;  // true upper entry below every threshold so far
+constexpr int64_t LL_HIGH = I64_MAX;          // zero pick above the split (value not drawn)
+
+// Whether round 0 decides candidacy without a value: lo - one = x >= 1 and (x - 1) s < 2^63.
+LDP_HD bool ll_edge_fast(uint64_t s, int64_t lo, int64_t hi, int64_t one) {
+    if (hi != I64_MAX || lo == I64_MIN) return false;
+    const int64_t x = lo - one;
+    return x >= 1 && (uint64_t)(x - 1) <= (uint64_t)I64_MAX / s;
+}
+
+// Entry (i, j): I64_MIN for j <= i; cell CellRng(seed, LOCALLAP, i, j) in round 0 (j >= 1:
+// never the degree cell (i, 0)), row (rnd + 1) 2^40 + i in round rnd >= 1 (rnd <= 254; zero
+// candidates use rows 2^40 + i).  Round 0 with ll_edge_fast: P[L >= x] = P[L >= 1] e^(-(x-1) s/t)
+// exactly: the second factor first (bernoulli_exp_neg_any: about 8 words, and false for all but
+// a few entries), then the first as [one full draw >= 1], then the value x + geometric
+// (memoryless), all exact.  Otherwise one full draw conditioned on L < hi - one (exact).
+LDP_HD int64_t ll_edge_value(uint64_t seed, int64_t i, int64_t j, uint64_t t, uint64_t s, int64_t one, uint32_t rnd,
+                             int64_t lo, int64_t hi) {
     if (j <= i) return I64_MIN;
-    CellRng g(seed, STREAM_LOCALLAP, (uint64_t)i, (uint32_t)j);
-    return one + g.discrete_laplace(t, s);
+    const uint64_t row = rnd == 0 ? (uint64_t)i : (uint64_t)(rnd + 1) * LOCALLAP_ROW_OFFSET + (uint64_t)i;
+    CellRng g(seed, STREAM_LOCALLAP, row, (uint32_t)j);
+    if (rnd == 0 && ll_edge_fast(s, lo, hi, one)) {
+        const int64_t x = lo - one;
+        if (!bernoulli_exp_neg_any(g, (uint64_t)(x - 1) * s, t)) return LL_NOT_CAND;
+        if (g.discrete_laplace(t, s) < 1) return LL_NOT_CAND;
+        return lo + geom_exact(g, t, s);
+    }
+    const int64_t y = dlap_band(g, t, s, I64_MIN, hi == I64_MAX ? I64_MAX : hi - one);
+    return (lo == I64_MIN || y >= lo - one) ? one + y : LL_NOT_CAND;
 }
 
 // Zero candidates of round r in row i: every position j in (i, n) not in the exclusion row
 // ex[0..le) (sorted; entries <= i ignored) is picked with probability pi (skip sampling,
 // CellRng(seed, LOCALLAP, 2^40 + i, 2r)); with `fill`, each pick gets a value from DLap(t, s)
 // conditioned on [lo, hi) (cell 2r + 1, in pick order) and emit(col, value) is called.
+// `split` (round 0, lo >= 1, (hi - lo) s < 2^63): the pick is LL_HIGH (value >= hi, not drawn)
+// with exact probability P[L >= hi | L >= lo] = exp(-(hi - lo) s / t) (memoryless), else its
+// value is drawn from the band [lo, hi); both from cell 2r + 1, in pick order.
 // Returns the number of picks.
 template <class C, class Emit>
 LDP_HD int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
-                           int64_t lo, int64_t hi, uint64_t t, uint64_t s, bool fill, Emit&& emit) {
+                           int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, bool fill, Emit&& emit) {
     const int64_t skip = upper_index(ex, le, i);  // only entries above the diagonal count
     ex += skip;
     le -= skip;
@@ -200,7 +248,10 @@ LDP_HD int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64
         k += g + 1;
         if (fill) {
             const int64_t c = sm.map(k);
-            emit(c, dlap_band(rv, t, s, lo, hi));
+            if (split && bernoulli_exp_neg_any(rv, (uint64_t)(hi - lo) * s, t))
+                emit(c, LL_HIGH);
+            else
+                emit(c, dlap_band(rv, t, s, lo, hi));
         }
         ++cnt;
     }

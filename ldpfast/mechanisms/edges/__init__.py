@@ -117,8 +117,11 @@ from .degree_preserving import (  # noqa: F401
     dprr_budget,
 )
 from .laplace import (  # noqa: F401
+    _MAX_ROUND,
+    _high_values,
     _kth_smallest,
     _local_laplace,
+    _split_point,
     _tail,
     _threshold,
     _tie_choice,
