@@ -332,7 +332,7 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("heter_edges_", 8), ("heter_edges_", 9),
                ("heter_infer_", 4), ("heter_infer_", 8), ("heter_infer_", 9), ("heter_infer_", 10),
                ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
-               ("ll_zero_", 10), ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13),
+               ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13), ("ll_zero_", 14),
                ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
                ("synth_", 11), ("synth_", 12), ("synth_", 13)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
