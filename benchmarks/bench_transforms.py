@@ -208,8 +208,9 @@ def locallap_stages(csr, eps, repeat):
     steps = {
         f"degree noise ({n} exact discrete Laplace draws)": lambda: k.fill_discrete_laplace(
             noise, seed, int(Stream.LOCALLAP), 0, t1, s1),
-        f"true upper entries ({csr.nnz // 2} exact candidacy draws, values for candidates only)":
-            lambda: k.locallap_edge_values(rp, col, seed, t2, s2, G2, 0, lo, E._I64_MAX, vals),
+        f"true upper entries ({csr.nnz // 2}: skip sampling, exact values for candidates only)":
+            lambda: k.locallap_edge_values(rp, col, seed, t2, s2, G2, 0, lo, E._I64_MAX,
+                                           E._tail(s2 / t2, lo - G2), vals),
         f"zero candidates, round 0 ({P['candidates']} candidates: skip sampling, split at {h}, band values)":
             zero_candidates,
         "whole mechanism (CSR)": lambda: E.local_laplace(csr, eps, seed=seed),

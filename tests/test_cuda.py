@@ -283,7 +283,8 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         pr = torch.full((6,), 0.5, dtype=torch.float64)
         for pub in (None, torch.zeros(6, dtype=torch.uint8)):  # None: nobody public (null pointer)
             _cuda.edges_rr(rowptr, col, 1, 7, 0, 8, 0, pr, pr, pub)
-        _cuda.locallap_edge_values(rowptr, col, 1, 3, 2, 1024, 0, 5000, 2**63 - 1, torch.empty(6, dtype=torch.int64))
+        _cuda.locallap_edge_values(rowptr, col, 1, 3, 2, 1024, 0, 5000, 2**63 - 1, 0.01,
+                                   torch.empty(6, dtype=torch.int64))
         _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, -5, 2**63 - 1, False, 3, 2)
         _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, 5, 20, True, 3, 2)
         _cuda.csr_combine(rowptr, col, rowptr, col, 0)
@@ -826,9 +827,10 @@ def test_gpu_edge_kernels_bit_identical_to_cpp(col_dtype):
     # (rounds: fast path, exact path, a later round deciding the rest, the dense round)
     vals = np.empty(col.numel(), dtype=np.int64)
     gv = torch.empty(col.numel(), dtype=torch.int64, device="cuda")
-    for rnd, lo, hi in ((0, 5000, 2**63 - 1), (1, -300, 5000), (2, -(2**63), -300)):
-        C.locallap_edge_values(rp.numpy(), col.numpy(), 11, 9, 7, 1024, rnd, lo, hi, vals)
-        _cuda.locallap_edge_values(rpd, cold, 11, 9, 7, 1024, rnd, lo, hi, gv)
+    for rnd, lo, hi, p in ((0, 5000, 2**63 - 1, 0.05), (0, 500, 2**63 - 1, 0.0), (1, -300, 5000, 0.0),
+                           (2, -(2**63), -300, 0.0)):
+        C.locallap_edge_values(rp.numpy(), col.numpy(), 11, 9, 7, 1024, rnd, lo, hi, p, vals)
+        _cuda.locallap_edge_values(rpd, cold, 11, 9, 7, 1024, rnd, lo, hi, p, gv)
         assert np.array_equal(gv.cpu().numpy(), vals), rnd
     for rnd, pi, lo, hi, split in ((0, 0.001, 5000, 2**63 - 1, False), (0, 0.001, 5000, 5003, True),
                                    (0, 0.001, 5000, 5100, True), (1, 0.01, -300, 5000, False),

@@ -456,8 +456,8 @@ def fake_cuda_edges(fake_cuda_prop):
                          lambda orp, oc, _: C.edges_rr_fill(*args, orp, oc), rp.numel() - 1,
                          np_of(col).dtype)
 
-    def locallap_edge_values(rp, col, seed, t, s, one, rnd, lo, hi, out):
-        C.locallap_edge_values(np_of(rp), np_of(col), seed, t, s, one, rnd, lo, hi, np_of(out))
+    def locallap_edge_values(rp, col, seed, t, s, one, rnd, lo, hi, p, out):
+        C.locallap_edge_values(np_of(rp), np_of(col), seed, t, s, one, rnd, lo, hi, p, np_of(out))
 
     def locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, split, t, s):
         args = (np_of(erp), np_of(ecol), seed, rnd, pi, lo, hi, split, t, s)

@@ -146,8 +146,8 @@ def test_the_law_test_catches_mutants(reference, monkeypatch, mutant):
               lambda real, erp, ecol, seed, rnd, pi, *rest: real(erp, ecol, seed, rnd, min(1.0, 1.5 * pi), *rest))
     elif mutant == "true_value_high":  # true entries valued G + 256 + L (a quarter unit high)
         _wrap(monkeypatch, "locallap_edge_values",
-              lambda real, rp, col, seed, t, s, one, rnd, lo, hi, out: real(rp, col, seed, t, s, one + 256, rnd, lo,
-                                                                           hi, out))
+              lambda real, rp, col, seed, t, s, one, rnd, lo, hi, p, out: real(
+                  rp, col, seed, t, s, one + 256, rnd, lo, hi, L._tail(s / t, lo - one - 256), out))
     else:  # picks above the split always ranked first, values never drawn
         monkeypatch.setattr(L, "_resolve_high", lambda *a: None)
     ours = _run(csr, 20_000)

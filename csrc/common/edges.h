@@ -193,32 +193,61 @@ LDP_HD int64_t rr_row_fill(const RRArgs& A, int64_t i, const C* nb, int64_t d, C
 constexpr int64_t LL_NOT_CAND = I64_MIN + 1;  // true upper entry below every threshold so far
 constexpr int64_t LL_HIGH = I64_MAX;          // zero pick above the split (value not drawn)
 
-// Whether round 0 decides candidacy without a value: lo - one = x >= 1 and (x - 1) s < 2^63.
-LDP_HD bool ll_edge_fast(uint64_t s, int64_t lo, int64_t hi, int64_t one) {
-    if (hi != I64_MAX || lo == I64_MIN) return false;
-    const int64_t x = lo - one;
-    return x >= 1 && (uint64_t)(x - 1) <= (uint64_t)I64_MAX / s;
+// Whether a round decides its true entries by skip sampling (ll_edge_row_skip): round 0 with
+// x = lo - one >= 1 (so P[L >= x] < 1/2 and the candidates' law given L >= x is memoryless).
+LDP_HD bool ll_edge_fast(uint32_t rnd, int64_t lo, int64_t hi, int64_t one) {
+    return rnd == 0 && hi == I64_MAX && lo != I64_MIN && lo - one >= 1;
 }
 
-// Entry (i, j): I64_MIN for j <= i; cell CellRng(seed, LOCALLAP, i, j) in round 0 (j >= 1:
-// never the degree cell (i, 0)), row (rnd + 1) 2^40 + i in round rnd >= 1 (rnd <= 254; zero
-// candidates use rows 2^40 + i).  Round 0 with ll_edge_fast: P[L >= x] = P[L >= 1] e^(-(x-1) s/t)
-// exactly: the second factor first (bernoulli_exp_neg_any: about 8 words, and false for all but
-// a few entries), then the first as [one full draw >= 1], then the value x + geometric
-// (memoryless), all exact.  Otherwise one full draw conditioned on L < hi - one (exact).
+// Entry (i, j) outside the skip path: I64_MIN for j <= i; cell CellRng(seed, LOCALLAP, i, j) in
+// round 0 (j >= 1: never the degree cell (i, 0)), row (rnd + 1) 2^40 + i in round rnd >= 1
+// (rnd <= 254; zero candidates use rows 2^40 + i): one exact draw of L conditioned on
+// L < hi - one, a candidate iff L >= lo - one.
 LDP_HD int64_t ll_edge_value(uint64_t seed, int64_t i, int64_t j, uint64_t t, uint64_t s, int64_t one, uint32_t rnd,
                              int64_t lo, int64_t hi) {
     if (j <= i) return I64_MIN;
     const uint64_t row = rnd == 0 ? (uint64_t)i : (uint64_t)(rnd + 1) * LOCALLAP_ROW_OFFSET + (uint64_t)i;
     CellRng g(seed, STREAM_LOCALLAP, row, (uint32_t)j);
-    if (rnd == 0 && ll_edge_fast(s, lo, hi, one)) {
-        const int64_t x = lo - one;
-        if (!bernoulli_exp_neg_any(g, (uint64_t)(x - 1) * s, t)) return LL_NOT_CAND;
-        if (g.discrete_laplace(t, s) < 1) return LL_NOT_CAND;
-        return lo + geom_exact(g, t, s);
-    }
     const int64_t y = dlap_band(g, t, s, I64_MIN, hi == I64_MAX ? I64_MAX : hi - one);
     return (lo == I64_MIN || y >= lo - one) ? one + y : LL_NOT_CAND;
+}
+
+constexpr uint32_t LL_TRUE_GAP_COL = 0x80000000u;  // gap cell of the true entries (zero cells: cols < 2^9)
+
+// Round 0 with ll_edge_fast, row i (sorted neighbours nb[0..d), output w[0..d)): the upper
+// entries are candidates by skip sampling with probability gp = geom_params(P[L >= lo - one])
+// (gaps from CellRng(seed, LOCALLAP, 2^40 + i, 2^31), as the zero candidates'), each candidate's
+// value lo + geometric (exact: L given L >= lo - one >= 1 is memoryless) from its own cell
+// (i, j); the other upper entries LL_NOT_CAND, the lower ones I64_MIN.
+template <class C>
+LDP_HD void ll_edge_row_skip(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s, int64_t lo,
+                             const GeomParams& gp, int64_t* w) {
+    const int64_t e0 = upper_index(nb, d, i);
+    for (int64_t e = 0; e < e0; ++e) w[e] = I64_MIN;
+    for (int64_t e = e0; e < d; ++e) w[e] = LL_NOT_CAND;
+    const int64_t m = d - e0;
+    if (m <= 0) return;
+    CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, LL_TRUE_GAP_COL);
+    for (int64_t k = -1;;) {
+        const int64_t g = geom_draw(rg, gp);
+        if (g >= m - 1 - k) break;
+        k += g + 1;
+        CellRng gv(seed, STREAM_LOCALLAP, (uint64_t)i, (uint32_t)nb[e0 + k]);
+        w[e0 + k] = lo + geom_exact(gv, t, s);
+    }
+}
+
+// Row i of round rnd (out[0..d) aligned with nb): the skip path in round 0 when ll_edge_fast,
+// else ll_edge_value per entry (rnd >= 1: only the entries still LL_NOT_CAND).
+template <class C>
+LDP_HD void ll_edge_row(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s, int64_t one,
+                        uint32_t rnd, int64_t lo, int64_t hi, bool fast, const GeomParams& gp, int64_t* out) {
+    if (fast) {
+        ll_edge_row_skip(i, nb, d, seed, t, s, lo, gp, out);
+        return;
+    }
+    for (int64_t e = 0; e < d; ++e)
+        if (rnd == 0 || out[e] == LL_NOT_CAND) out[e] = ll_edge_value(seed, i, (int64_t)nb[e], t, s, one, rnd, lo, hi);
 }
 
 // Zero candidates of round r in row i: every position j in (i, n) not in the exclusion row

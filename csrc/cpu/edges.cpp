@@ -465,26 +465,25 @@ static void csr_to_edge_index(py::array rowptr, py::array col, py::array out_ei,
 }
 
 // ---- LocalLap -------------------------------------------------------------------------------
-// Values of the true upper-triangular entries in round rnd (ll_edge_value, csrc/common/edges.h):
+// Values of the true upper-triangular entries in round rnd (ll_edge_row, csrc/common/edges.h):
 // out_val[e] = one + L for the entries (i, j > i) at or above the threshold lo, LL_NOT_CAND for
 // the others, INT64_MIN for j < i.  Round rnd >= 1 decides only the entries still LL_NOT_CAND
-// (out_val holds the earlier rounds' result).
+// (out_val holds the earlier rounds' result).  p = P[L >= lo - one] (double) for the skip path.
 template <class C>
 static void ll_edge_values_t(int64_t n, const int64_t* rp, const C* col, uint64_t seed, uint64_t t, uint64_t s,
-                             int64_t one, uint32_t rnd, int64_t lo, int64_t hi, int64_t* out) {
+                             int64_t one, uint32_t rnd, int64_t lo, int64_t hi, double p, int64_t* out) {
+    const bool fast = ll_edge_fast(rnd, lo, hi, one);
+    const GeomParams gp = geom_params(fast ? p : 0.0);  // once per call
     // blocks handed out in turn: a core shared with another process does not hold up the call
     const std::vector<int64_t> cuts = row_blocks(n, [&](int64_t i) { return (double)(rp[i] - rp[0]) + (double)i; });
     for_blocks((int64_t)cuts.size() - 1, [&](int64_t blk) {
-        const int64_t b = cuts[blk], e = cuts[blk + 1];
-        for (int64_t i = b; i < e; ++i)
-            for (int64_t k = rp[i]; k < rp[i + 1]; ++k)
-                if (rnd == 0 || out[k] == LL_NOT_CAND)
-                    out[k] = ll_edge_value(seed, i, (int64_t)col[k], t, s, one, rnd, lo, hi);
+        for (int64_t i = cuts[blk]; i < cuts[blk + 1]; ++i)
+            ll_edge_row(i, col + rp[i], rp[i + 1] - rp[i], seed, t, s, one, rnd, lo, hi, fast, gp, out + rp[i]);
     });
 }
 
 static void locallap_edge_values(py::array rowptr, py::array col, uint64_t seed, uint64_t t, uint64_t s,
-                                 int64_t one, uint32_t rnd, int64_t lo, int64_t hi, py::array out_val) {
+                                 int64_t one, uint32_t rnd, int64_t lo, int64_t hi, double p, py::array out_val) {
     int64_t n = rowptr.size() - 1;
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
     check_size(out_val, col.size(), "out_val");
@@ -493,7 +492,7 @@ static void locallap_edge_values(py::array rowptr, py::array col, uint64_t seed,
     if (rnd > 254) throw std::invalid_argument("rnd: expected <= 254");
     with_index(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
-        ll_edge_values_t(n, rp, c, seed, t, s, one, rnd, lo, hi, o);
+        ll_edge_values_t(n, rp, c, seed, t, s, one, rnd, lo, hi, p, o);
     });
 }
 

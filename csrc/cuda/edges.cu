@@ -53,26 +53,27 @@ extern "C" __global__ void rr_edges_i64(const int64_t* rp, const int64_t* col, i
     rr_k(rp, col, n, seed, st_t, c_t, st_f, c_f, pt, pf, pub, counts, orp, ocol, fill);
 }
 
-// LocalLap values of the true upper-triangular entries in round rnd (ll_edge_value): round
+// LocalLap values of the true upper-triangular entries in round rnd (ll_edge_row): round
 // rnd >= 1 decides only the entries still LL_NOT_CAND (as csrc/cpu/edges.cpp).
 template <class C>
 __device__ void ll_values_k(const int64_t* rp, const C* col, int64_t n, uint64_t seed, uint64_t t, uint64_t s,
-                            int64_t one, uint32_t rnd, int64_t lo, int64_t hi, int64_t* out) {
+                            int64_t one, uint32_t rnd, int64_t lo, int64_t hi, double p, int64_t* out) {
     const int64_t i = thread_index();
     if (i >= n) return;
-    for (int64_t k = rp[i]; k < rp[i + 1]; ++k)
-        if (rnd == 0 || out[k] == LL_NOT_CAND) out[k] = ll_edge_value(seed, i, (int64_t)col[k], t, s, one, rnd, lo, hi);
+    const bool fast = ll_edge_fast(rnd, lo, hi, one);
+    const GeomParams gp = geom_params(fast ? p : 0.0);
+    ll_edge_row(i, col + rp[i], rp[i + 1] - rp[i], seed, t, s, one, rnd, lo, hi, fast, gp, out + rp[i]);
 }
 
 extern "C" __global__ void ll_edge_values_i32(const int64_t* rp, const int32_t* col, int64_t n, uint64_t seed,
                                               uint64_t t, uint64_t s, int64_t one, uint32_t rnd, int64_t lo,
-                                              int64_t hi, int64_t* out) {
-    ll_values_k(rp, col, n, seed, t, s, one, rnd, lo, hi, out);
+                                              int64_t hi, double p, int64_t* out) {
+    ll_values_k(rp, col, n, seed, t, s, one, rnd, lo, hi, p, out);
 }
 extern "C" __global__ void ll_edge_values_i64(const int64_t* rp, const int64_t* col, int64_t n, uint64_t seed,
                                               uint64_t t, uint64_t s, int64_t one, uint32_t rnd, int64_t lo,
-                                              int64_t hi, int64_t* out) {
-    ll_values_k(rp, col, n, seed, t, s, one, rnd, lo, hi, out);
+                                              int64_t hi, double p, int64_t* out) {
+    ll_values_k(rp, col, n, seed, t, s, one, rnd, lo, hi, p, out);
 }
 
 // LocalLap zero candidates of one round: fill = 0 writes counts[i]; fill = 1 writes the picks

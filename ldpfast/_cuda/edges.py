@@ -55,8 +55,9 @@ def edges_rr(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub=None)
     return orp, ocol
 
 
-def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, out_val) -> None:
-    """Round ``rnd`` of the true upper entries (csrc/common/edges.h ll_edge_value): out_val[k] =
+def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, p, out_val) -> None:
+    """Round ``rnd`` of the true upper entries (csrc/common/edges.h ll_edge_row; ``p`` =
+    P[L >= lo - one], the skip path's rate in round 0): out_val[k] =
     one + L for the entries (i, j > i) at or above ``lo`` (below ``hi``), LL_NOT_CAND
     (INT64_MIN + 1) for the others, INT64_MIN below the diagonal; round >= 1 decides only the
     entries still LL_NOT_CAND.  Same bits as the C++ locallap_edge_values."""
@@ -67,7 +68,8 @@ def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, out_val) -> 
         raise ValueError("rnd: expected 0..254")
     _launch("edges", f"ll_edge_values_{_col_suffix(col)}", n,
             (_ptr(rowptr), _ptr(col), np.int64(n), np.uint64(seed), np.uint64(t), np.uint64(s),
-             np.int64(one), np.uint32(rnd), np.int64(lo), np.int64(hi), _ptr(out_val)), rowptr.device)
+             np.int64(one), np.uint32(rnd), np.int64(lo), np.int64(hi), np.float64(p), _ptr(out_val)),
+            rowptr.device)
 
 
 def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s):

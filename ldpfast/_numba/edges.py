@@ -300,21 +300,40 @@ _LL_NOT_CAND = _I64_MIN + 1  # true upper entry below every threshold so far (ed
 _LL_HIGH = _I64_MAX  # zero pick above the split, value not drawn (edges.h LL_HIGH)
 
 
-@jit
-def _ll_edge_fast(s, lo, hi, one):
-    if hi != _I64_MAX or lo == _I64_MIN:
-        return False
-    x = lo - one
-    return x >= 1 and np.uint64(x - 1) <= np.uint64(_I64_MAX) // np.uint64(s)
+_LL_TRUE_GAP_COL = 0x80000000  # gap cell of the true entries (edges.h LL_TRUE_GAP_COL)
 
 
 @jit
-def _ll_edge_row(i, col, b, e, seed, t, s, one, rnd, lo, hi, out, st):
-    """Row ``i`` (entries ``b:e``) of round ``rnd`` (twin of edges.h ll_edge_value): ``one + L``
+def _ll_edge_fast(rnd, lo, hi, one):
+    return rnd == 0 and hi == _I64_MAX and lo != _I64_MIN and lo - one >= 1
+
+
+@jit
+def _ll_edge_row(i, col, b, e, seed, t, s, one, rnd, lo, hi, p, out, st):
+    """Row ``i`` (entries ``b:e``) of round ``rnd`` (twin of edges.h ll_edge_row): ``one + L``
     for the entries ``j > i`` at or above ``lo``, LL_NOT_CAND for the others, INT64_MIN for
-    ``j <= i``; round >= 1 decides only the entries still LL_NOT_CAND (also
-    ldpfast.distributed._rows' body, global row ids)."""
-    fast = rnd == 0 and _ll_edge_fast(s, lo, hi, one)
+    ``j <= i``; round 0 with ``lo - one >= 1`` by skip sampling at rate ``p``, else one exact
+    draw per entry (round >= 1: only the entries still LL_NOT_CAND).  Also
+    ldpfast.distributed._rows' body (global row ids)."""
+    if _ll_edge_fast(rnd, lo, hi, one):
+        e0 = b + np.int64(np.searchsorted(col[b:e], i, side="right"))
+        for k in range(b, e0):
+            out[k] = _I64_MIN
+        for k in range(e0, e):
+            out[k] = _LL_NOT_CAND
+        m = e - e0
+        if m <= 0:
+            return
+        kind, B, lam, stop = R.geom_params(p)
+        R.cell_init(st, seed, _STREAM_LOCALLAP, _LL_ROW + i, _LL_TRUE_GAP_COL)
+        k = _next_pick(st, kind, B, lam, stop, m, np.int64(-1))
+        while k < m:
+            j = np.int64(col[e0 + k])
+            st2 = np.empty(11, dtype=np.uint64)
+            R.cell_init(st2, seed, _STREAM_LOCALLAP, i, j)
+            out[e0 + k] = lo + _geom_exact(st2, t, s)
+            k = _next_pick(st, kind, B, lam, stop, m, k)
+        return
     row = i if rnd == 0 else (np.int64(rnd) + 1) * _LL_ROW + i
     hl = _I64_MAX if hi == _I64_MAX else hi - one
     for k in range(b, e):
@@ -325,29 +344,21 @@ def _ll_edge_row(i, col, b, e, seed, t, s, one, rnd, lo, hi, out, st):
         if rnd != 0 and out[k] != _LL_NOT_CAND:
             continue
         R.cell_init(st, seed, _STREAM_LOCALLAP, row, j)
-        if fast:
-            x = lo - one
-            if (not _bernoulli_exp_neg_any(st, np.uint64(x - 1) * np.uint64(s), t)
-                    or R.discrete_laplace(st, t, s) < 1):  # P[L >= x] = e^(-(x-1) r) P[L >= 1]
-                out[k] = _LL_NOT_CAND
-            else:
-                out[k] = lo + _geom_exact(st, t, s)
-            continue
         y = _dlap_band(st, t, s, _I64_MIN, hl)
         out[k] = one + y if (lo == _I64_MIN or y >= lo - one) else _LL_NOT_CAND
 
 
 @pjit
-def _ll_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, out):
+def _ll_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, p, out):
     n = rowptr.shape[0] - 1
     nblk = (n + _BLOCK - 1) // _BLOCK
     for blk in nb.prange(nblk):
         st = np.empty(11, dtype=np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            _ll_edge_row(np.int64(i), col, rowptr[i], rowptr[i + 1], seed, t, s, one, rnd, lo, hi, out, st)
+            _ll_edge_row(np.int64(i), col, rowptr[i], rowptr[i + 1], seed, t, s, one, rnd, lo, hi, p, out, st)
 
 
-def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, out_val):
+def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, p, out_val):
     if out_val.shape[0] != col.shape[0]:
         raise ValueError("out_val: wrong size")
     if t == 0 or s == 0:
@@ -355,7 +366,7 @@ def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, out_val):
     if not 0 <= rnd <= 254:
         raise ValueError("rnd: expected <= 254")
     _ll_edge_values(rowptr, col, np.uint64(seed), np.uint64(t), np.uint64(s), np.int64(one), np.uint32(rnd),
-                    np.int64(lo), np.int64(hi), out_val)
+                    np.int64(lo), np.int64(hi), float(p), out_val)
 
 
 def _check_split(split, lo, hi, s):

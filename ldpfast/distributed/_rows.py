@@ -80,13 +80,14 @@ def rr_rows(row0: int, n: int, rowptr, col, seed: int, streams, p_true, p_false)
 
 
 @jit
-def ll_edge_values(row0, rowptr, col, seed, t, s, one, rnd, lo, hi, out):
+def ll_edge_values(row0, rowptr, col, seed, t, s, one, rnd, lo, hi, p, out):
     """LocalLap's true upper entries in round ``rnd`` (``locallap_edge_values``) of rows
     ``row0 + i``: ``one + L`` for the entries ``j > i`` at or above ``lo``, LL_NOT_CAND for the
     others, INT64_MIN for ``j <= i`` (round >= 1: only the entries still LL_NOT_CAND)."""
     st = np.empty(11, dtype=np.uint64)
     for li in range(rowptr.shape[0] - 1):
-        E._ll_edge_row(np.int64(row0 + li), col, rowptr[li], rowptr[li + 1], seed, t, s, one, rnd, lo, hi, out, st)
+        E._ll_edge_row(np.int64(row0 + li), col, rowptr[li], rowptr[li + 1], seed, t, s, one, rnd, lo, hi, p, out,
+                       st)
 
 
 @jit

@@ -258,7 +258,7 @@ def _ll_work(stage: Path, s: int) -> Path:
 def _ll_round_task(plan: _Plan, s: int, sh: dict) -> dict:
     """LocalLap candidates of the latest round for one shard (zero picks, and the true upper
     entries decided in this round); saves them under the staging folder, returns counts."""
-    from ..mechanisms.edges import _csr_union
+    from ..mechanisms.edges import _csr_union, _tail
     from ..mechanisms.edges.laplace import _LL_HIGH, _LL_NOT_CAND
     from ._rows import ll_edge_values, ll_zero_rows
 
@@ -281,8 +281,10 @@ def _ll_round_task(plan: _Plan, s: int, sh: dict) -> dict:
                            CSR(torch.from_numpy(prev[f"rp{r}"]), torch.from_numpy(prev[f"c{r}"]), m))
             erp, ecol = u.rowptr.numpy(), u.col.numpy()
     ones = prev["ones"]
+    # the skip path's rate, the single-machine double
+    p_true = _tail(e["s2"] / e["t2"], lo - e["G2"]) if rnd == 0 and lo != np.iinfo(np.int64).min else 0.0
     ll_edge_values(np.int64(a), rp, col, np.uint64(plan.seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
-                   np.int64(e["G2"]), np.uint32(rnd), np.int64(lo), np.int64(hi), ones)
+                   np.int64(e["G2"]), np.uint32(rnd), np.int64(lo), np.int64(hi), float(p_true), ones)
     _fault(plan, s, "locallap")
     orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.seed, rnd, pi, lo, zhi, split, e["t2"], e["s2"])
     prev.update({f"rp{rnd}": orp, f"c{rnd}": oc, f"v{rnd}": ov})

@@ -138,12 +138,11 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
       zero, at or above ``h`` is at most ``T - 10 sqrt(T) - 100``), each pick is at or above
       ``h`` with exact probability ``P[L >= h | L >= tau] = exp(-r (h - tau))`` and then gets no
       value; the others get an exact value of ``L`` given ``tau <= L < h`` (the band).
-    * each true upper entry is a candidate (``G + L >= tau``, ``G = 1/g`` grid steps per unit,
-      ``r`` the rate per step) with exact probability: for ``x = tau - G >= 1``,
-      ``P[L >= x] = P[L >= 1] exp(-r (x - 1))`` as a CKS Bernoulli of the exponential (a few
-      words, false for almost every entry) and one draw ``[L >= 1]``, then its value
-      ``tau + geometric`` (memoryless); otherwise its full exact draw.  Non-candidates get no
-      value.
+    * each true upper entry is a candidate when ``G + L >= tau`` (``G = 1/g`` grid steps per
+      unit, ``r`` the rate per step): for ``x = tau - G >= 1`` a row's candidates are found by
+      skip sampling over its upper entries with probability ``P[L >= x]`` (as the zero
+      entries), each with the exact value ``tau + geometric`` (memoryless) from its own cell;
+      otherwise every entry gets its full exact draw.  Non-candidates get no value.
     * the ``T`` largest candidates are kept (ties at the boundary broken uniformly at random).
       When fewer than ``T`` candidates are at or above ``h`` (all but probability about
       ``e^-50``), every pick above the split is kept without a value; otherwise their values
@@ -152,11 +151,11 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
     If fewer than ``T`` candidates come out (probability below ``e^-50``), ``tau`` is lowered
     and only the remaining entries are decided, conditioned on lying below the previous
     threshold (true entries by an exact full draw from their round's own cell).  Exact, as in
-    the dense algorithm: every true entry's candidacy and value, the split and every value
-    drawn (integer arithmetic only, no rounding); within a factor: the skip sampler's gaps
-    among the zero entries, within relative ``2^-49`` of Geometric(``P[L >= tau]``) factor by
-    factor (``geom_draw``, module docstring; ``P[L >= tau]`` is the double of the threshold
-    round's tail).  So every likelihood ratio is within ``e^(+-2^-46)`` of the dense algorithm's,
+    the dense algorithm: the split and every value drawn (integer arithmetic only, no
+    rounding); within a factor: the skip sampler's gaps (zero entries, and true entries in
+    round 0), within relative ``2^-49`` of Geometric(``p``) factor by factor (``geom_draw``,
+    module docstring), ``p`` the double of the tail probability ``P[L >= tau]`` or
+    ``P[L >= tau - G]``.  So every likelihood ratio is within ``e^(+-2^-46)`` of the dense algorithm's,
     the same negligible factor as RR's false edges; ``eps1_used + eps2_used`` is spent as the
     exact mechanism's.  Time O(|E| + n + T) expected, with exact values for about
     ``20 sqrt(T)`` band picks and the true candidates only; a final dense round
@@ -254,7 +253,8 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
         zero_count += zc.numel()
         # true upper entries at or above the threshold (the others hold LL_NOT_CAND, entries
         # j <= i INT64_MIN: both below every candidate value)
-        k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, rnd, lo, hi, arr(ones_val))
+        p_true = _tail(r2, lo - G2) if rnd == 0 and lo != _I64_MIN else 0.0  # (skip path's rate)
+        k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, rnd, lo, hi, p_true, arr(ones_val))
         ones_cand = ones_val > _LL_NOT_CAND
         ones_above = int(torch.count_nonzero(ones_cand))  # (a bool sum is 20x slower on CPU)
         if zero_count + ones_above >= T or tau == -math.inf:
