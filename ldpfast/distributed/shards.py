@@ -488,7 +488,7 @@ def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
         rnd += 1
     if split_at is not None:  # as the single-machine _resolve_high, in the same global order
         n_high = sum(r["high"] for r in r0)
-        if n_high and n_high + sum(r["ones_ge_split"] for r in r0) >= T:
+        if n_high and T > 0 and n_high + sum(r["ones_ge_split"] for r in r0) >= T:
             from ._shard_tasks import _kernels
 
             hv = EM._high_values(n_high, split_at, plan.seed, e["t2"], e["s2"], _kernels(), "cpu",

@@ -112,7 +112,7 @@ def _resolve_high(vals: torch.Tensor, n_round0: int, h: int, T: int, seed: int, 
     order) into ``vals``."""
     high = vals[:n_round0] == _LL_HIGH
     n_high = int(torch.count_nonzero(high))
-    if n_high == 0 or n_high + int(torch.count_nonzero(vals[n_round0:] >= h)) < T:
+    if n_high == 0 or T <= 0 or n_high + int(torch.count_nonzero(vals[n_round0:] >= h)) < T:  # (T <= 0: none kept)
         return
     vals[:n_round0][high] = _high_values(n_high, h, seed, t, s, k, vals.device, arr)
 
