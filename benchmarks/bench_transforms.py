@@ -178,10 +178,11 @@ def _stage(case, name, fn, repeat):
 
 
 def locallap_stages(csr, eps, repeat):
-    """The LocalLap mechanism's kernels timed alone (round 0, the usual single round): its
-    exact discrete Laplace draws (degree noise, every true upper entry, every zero candidate's
-    value) against the whole mechanism; the remainder is the top-T selection and the CSR
-    assembly (torch and combine kernels)."""
+    """The LocalLap mechanism's kernels timed alone (round 0, the usual single round): degree
+    noise, the true upper entries' candidacy (values for the few candidates only), the zero
+    candidates (skip sampling; exact values for the band below the split only) against the
+    whole mechanism; the remainder is the top-T selection and the CSR assembly (torch and
+    combine kernels)."""
     n = csr.num_nodes
     k = ldpfast._backend.get("cpu", "cpp")
     seed = 4321  # a benchmark constant
@@ -189,23 +190,28 @@ def locallap_stages(csr, eps, repeat):
     res = E.local_laplace(csr, eps, seed=seed)
     P = res.spent.params
     g2, t2, s2, _ = E._grid("eps2", P["eps2"])
+    G2 = round(1.0 / g2)
     lo = int(P["threshold"])
     pi = E._tail(s2 / t2, lo)
+    E_u = csr.nnz // 2
+    h = E._split_point(s2 / t2, s2, n * (n - 1) // 2 - E_u, E_u, G2, lo, P["T"])
+    zhi, split = (E._I64_MAX, False) if h is None else (h, True)
     rp, col = csr.rowptr.numpy(), csr.col.numpy()
     noise = np.empty((n, 1), dtype=np.int64)
     vals = np.empty(csr.nnz, dtype=np.int64)
 
     def zero_candidates():
         orp = np.empty(n + 1, dtype=np.int64)
-        smp = k.locallap_zero_sample(rp, col, seed, 0, pi, lo, E._I64_MAX, t2, s2, orp)
+        smp = k.locallap_zero_sample(rp, col, seed, 0, pi, lo, zhi, split, t2, s2, orp)
         smp.write(np.empty(smp.nnz, dtype=col.dtype), np.empty(smp.nnz, dtype=np.int64), np.empty(0, np.int64), 0)
 
     steps = {
         f"degree noise ({n} exact discrete Laplace draws)": lambda: k.fill_discrete_laplace(
             noise, seed, int(Stream.LOCALLAP), 0, t1, s1),
-        f"true upper entries ({csr.nnz // 2} exact discrete Laplace draws)": lambda: k.locallap_edge_values(
-            rp, col, seed, t2, s2, round(1.0 / g2), vals),
-        f"zero candidates, round 0 ({P['candidates']} candidates: skip sampling + one exact draw each)":
+        f"true upper entries ({csr.nnz // 2}: skip sampling, exact values for candidates only)":
+            lambda: k.locallap_edge_values(rp, col, seed, t2, s2, G2, 0, lo, E._I64_MAX,
+                                           E._tail(s2 / t2, lo - G2), vals),
+        f"zero candidates, round 0 ({P['candidates']} candidates: skip sampling, split at {h}, band values)":
             zero_candidates,
         "whole mechanism (CSR)": lambda: E.local_laplace(csr, eps, seed=seed),
     }

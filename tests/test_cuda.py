@@ -283,8 +283,10 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         pr = torch.full((6,), 0.5, dtype=torch.float64)
         for pub in (None, torch.zeros(6, dtype=torch.uint8)):  # None: nobody public (null pointer)
             _cuda.edges_rr(rowptr, col, 1, 7, 0, 8, 0, pr, pr, pub)
-        _cuda.locallap_edge_values(rowptr, col, 1, 3, 2, 1024, torch.empty(6, dtype=torch.int64))
-        _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, -5, 2**63 - 1, 3, 2)
+        _cuda.locallap_edge_values(rowptr, col, 1, 3, 2, 1024, 0, 5000, 2**63 - 1, 0.01,
+                                   torch.empty(6, dtype=torch.int64))
+        _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, -5, 2**63 - 1, False, 3, 2)
+        _cuda.locallap_zero(rowptr, col, 1, 0, 0.1, 5, 20, True, 3, 2)
         _cuda.csr_combine(rowptr, col, rowptr, col, 0)
         _cuda.edges_check_csr(rowptr, col)
         _cuda.csr_to_edge_index(rowptr, col, torch.empty(2, 6, dtype=torch.int64), 1)
@@ -331,7 +333,7 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("heter_edges_", 8), ("heter_edges_", 9),
                ("heter_infer_", 4), ("heter_infer_", 8), ("heter_infer_", 9), ("heter_infer_", 10),
                ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
-               ("ll_zero_", 10), ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13),
+               ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13), ("ll_zero_", 14),
                ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
                ("synth_", 11), ("synth_", 12), ("synth_", 13)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
@@ -822,19 +824,24 @@ def test_gpu_edge_kernels_bit_identical_to_cpp(col_dtype):
                                      torch.from_numpy(pf).cuda(), None if pb is None else torch.from_numpy(pb).cuda())
         assert np.array_equal(g_rp.cpu().numpy(), orp) and np.array_equal(g_col.cpu().numpy(), oc)
     # LocalLap entry values and zero candidates (bounded and unbounded bands, an exclusion CSR)
+    # (rounds: fast path, exact path, a later round deciding the rest, the dense round)
     vals = np.empty(col.numel(), dtype=np.int64)
-    C.locallap_edge_values(rp.numpy(), col.numpy(), 11, 9, 7, 1024, vals)
     gv = torch.empty(col.numel(), dtype=torch.int64, device="cuda")
-    _cuda.locallap_edge_values(rpd, cold, 11, 9, 7, 1024, gv)
-    assert np.array_equal(gv.cpu().numpy(), vals)
-    for rnd, pi, lo, hi in ((0, 0.001, 5000, 2**63 - 1), (1, 0.01, -300, 5000), (2, 1.0, -(2**63), -300)):
+    for rnd, lo, hi, p in ((0, 5000, 2**63 - 1, 0.05), (0, 500, 2**63 - 1, 0.0), (1, -300, 5000, 0.0),
+                           (2, -(2**63), -300, 0.0)):
+        C.locallap_edge_values(rp.numpy(), col.numpy(), 11, 9, 7, 1024, rnd, lo, hi, p, vals)
+        _cuda.locallap_edge_values(rpd, cold, 11, 9, 7, 1024, rnd, lo, hi, p, gv)
+        assert np.array_equal(gv.cpu().numpy(), vals), rnd
+    for rnd, pi, lo, hi, split in ((0, 0.001, 5000, 2**63 - 1, False), (0, 0.001, 5000, 5003, True),
+                                   (0, 0.001, 5000, 5100, True), (1, 0.01, -300, 5000, False),
+                                   (2, 1.0, -(2**63), -300, False)):
         orp = np.zeros(n + 1, dtype=np.int64)
-        a = (rp.numpy(), col.numpy(), 13, rnd, pi, lo, hi, 9, 7)
+        a = (rp.numpy(), col.numpy(), 13, rnd, pi, lo, hi, split, 9, 7)
         C.locallap_zero(*a, orp, np.empty(0, col.numpy().dtype), np.empty(0, np.int64), False)
         np.cumsum(orp, out=orp)
         zc, zv = np.empty(int(orp[n]), col.numpy().dtype), np.empty(int(orp[n]), np.int64)
         C.locallap_zero(*a, orp, zc, zv, True)
-        g_rp, g_c, g_v = _cuda.locallap_zero(rpd, cold, 13, rnd, pi, lo, hi, 9, 7)
+        g_rp, g_c, g_v = _cuda.locallap_zero(rpd, cold, 13, rnd, pi, lo, hi, split, 9, 7)
         for x, y in ((g_rp, orp), (g_c, zc), (g_v, zv)):
             assert np.array_equal(x.cpu().numpy(), y), rnd
     # server-side combination of the graph with a random other CSR, every mode

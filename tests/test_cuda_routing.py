@@ -456,11 +456,11 @@ def fake_cuda_edges(fake_cuda_prop):
                          lambda orp, oc, _: C.edges_rr_fill(*args, orp, oc), rp.numel() - 1,
                          np_of(col).dtype)
 
-    def locallap_edge_values(rp, col, seed, t, s, one, out):
-        C.locallap_edge_values(np_of(rp), np_of(col), seed, t, s, one, np_of(out))
+    def locallap_edge_values(rp, col, seed, t, s, one, rnd, lo, hi, p, out):
+        C.locallap_edge_values(np_of(rp), np_of(col), seed, t, s, one, rnd, lo, hi, p, np_of(out))
 
-    def locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, t, s):
-        args = (np_of(erp), np_of(ecol), seed, rnd, pi, lo, hi, t, s)
+    def locallap_zero(erp, ecol, seed, rnd, pi, lo, hi, split, t, s):
+        args = (np_of(erp), np_of(ecol), seed, rnd, pi, lo, hi, split, t, s)
         e = np.empty(0, np_of(ecol).dtype)
         return _two_pass(lambda orp: C.locallap_zero(*args, orp, e, np.empty(0, np.int64), False),
                          lambda orp, oc, ov: C.locallap_zero(*args, orp, oc, ov, True), erp.numel() - 1,

@@ -125,6 +125,11 @@ def test_locallap_extra_threshold_rounds_bit_identical(client, small):
     ref = local_laplace(csr, 1.0, SEED, _target=50.0)
     assert ref.spent.params["threshold_rounds"] > 1
     assert np.array_equal(SH.read_shards(d / "ll2")["edge_index"].numpy(), _edges(ref.noisy, upper=True))
+    # a forced split low enough that the picks above it get their values drawn
+    SH.randomize(d / "in", d / "ll3", seed=SEED, client=client,
+                 edges={"mechanism": "locallap", "eps": 1.0, "_target": 20000.0, "_split_target": 8000.0})
+    ref = local_laplace(csr, 1.0, SEED, _target=20000.0, _split_target=8000.0)
+    assert np.array_equal(SH.read_shards(d / "ll3")["edge_index"].numpy(), _edges(ref.noisy, upper=True))
 
 
 def test_rr_and_onebit_multibit_bit_identical(client, small):

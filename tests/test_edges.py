@@ -383,6 +383,12 @@ def test_cpp_and_numba_bit_identical():
     lc = E.local_laplace(small, 1.0, seed=11, backend="cpp", _target=5.0)
     ld = E.local_laplace(small, 1.0, seed=11, backend="numba", _target=5.0)
     assert _same(lc.noisy, ld.noisy) and lc.spent.params["threshold_rounds"] > 1
+    # the split, with the values above it drawn (forced), and with later rounds
+    for kw in ({"_split_target": 2000.0}, {"_target": 3000.0, "_split_target": 1500.0},
+               {"_target": 60.0, "_split_target": 30.0}):
+        le = E.local_laplace(small, 1.0, seed=12, backend="cpp", **kw)
+        lf = E.local_laplace(small, 1.0, seed=12, backend="numba", **kw)
+        assert _same(le.noisy, lf.noisy) and le.spent.params == lf.spent.params
     for name in ("cpp", "numba"):
         k = ldpfast._backend.get("cpu", name)
         assert k.edges_check_csr(csr.rowptr.numpy(), csr.col.numpy()) == 0

@@ -33,10 +33,28 @@ LDP_HD int64_t geom_exact(CellRng& g, uint64_t t, uint64_t s) {
     }
 }
 
+// Bernoulli(exp(-num / den)) exactly for any num (den >= 1): floor(num / den) Bernoulli(e^-1)
+// trials, then one of exp(-(num mod den) / den), all of which must succeed (CKS, rng.h).
+LDP_HD bool bernoulli_exp_neg_any(CellRng& g, uint64_t num, uint64_t den) {
+    for (uint64_t k = num / den; k > 0; --k)
+        if (!g.bernoulli_exp_neg(1, 1)) return false;
+    return g.bernoulli_exp_neg(num % den, den);
+}
+
 // Discrete Laplace (rate s/t per unit) conditioned on lo <= Y < hi; lo = I64_MIN and
-// hi = I64_MAX mean unbounded.  For lo >= 1 the tail is lo + geometric (memoryless);
-// otherwise rejection from the unconditioned law (acceptance >= 1/2 when lo <= 0).
+// hi = I64_MAX mean unbounded.  For lo >= 1 the tail is lo + geometric (memoryless); a band
+// [lo, hi) with (hi - lo) s <= t (acceptance of the geometric would be as low as 1 - e^-1 ... 0)
+// is lo + x, x uniform on [0, hi - lo) accepted with exact probability exp(-x s / t)
+// (acceptance >= e^-1).  Otherwise rejection from the unconditioned law (acceptance >= 1/2
+// when lo <= 0 and hi unbounded).  Every branch is exact (integer arithmetic only).
 LDP_HD int64_t dlap_band(CellRng& g, uint64_t t, uint64_t s, int64_t lo, int64_t hi) {
+    if (lo >= 1 && hi != I64_MAX && hi > lo && (uint64_t)(hi - lo) <= t / s) {
+        const uint64_t w = (uint64_t)(hi - lo);  // w s <= t: no overflow
+        for (;;) {
+            const uint64_t x = g.randint(w);
+            if (g.bernoulli_exp_neg(x * s, t)) return lo + (int64_t)x;
+        }
+    }
     for (;;) {
         int64_t y;
         if (lo >= 1) {
@@ -168,22 +186,81 @@ LDP_HD int64_t rr_row_fill(const RRArgs& A, int64_t i, const C* nb, int64_t d, C
 }
 
 // ---- LocalLap --------------------------------------------------------------------------------
-// Noise of the upper-triangular true entry (i, j): one + DLap(t, s) from
-// CellRng(seed, STREAM_LOCALLAP, i, j) (j >= 1: never the degree cell (i, 0)); j <= i: I64_MIN.
-LDP_HD int64_t ll_edge_value(uint64_t seed, int64_t i, int64_t j, uint64_t t, uint64_t s, int64_t one) {
+// A true upper entry's value is one + L (L discrete Laplace, rate s/t per grid unit); only the
+// entries at or above the round's threshold need it.  Round rnd decides the entries that were
+// no candidate in the earlier rounds (L < hi - one, hi = the previous threshold; I64_MAX in
+// round 0): candidate iff L >= lo - one, then the value, else LL_NOT_CAND.
+constexpr int64_t LL_NOT_CAND = I64_MIN + 1;  // true upper entry below every threshold so far
+constexpr int64_t LL_HIGH = I64_MAX;          // zero pick above the split (value not drawn)
+
+// Whether a round decides its true entries by skip sampling (ll_edge_row_skip): round 0 with
+// x = lo - one >= 1 (so P[L >= x] < 1/2 and the candidates' law given L >= x is memoryless).
+LDP_HD bool ll_edge_fast(uint32_t rnd, int64_t lo, int64_t hi, int64_t one) {
+    return rnd == 0 && hi == I64_MAX && lo != I64_MIN && lo - one >= 1;
+}
+
+// Entry (i, j) outside the skip path: I64_MIN for j <= i; cell CellRng(seed, LOCALLAP, i, j) in
+// round 0 (j >= 1: never the degree cell (i, 0)), row (rnd + 1) 2^40 + i in round rnd >= 1
+// (rnd <= 254; zero candidates use rows 2^40 + i): one exact draw of L conditioned on
+// L < hi - one, a candidate iff L >= lo - one.
+LDP_HD int64_t ll_edge_value(uint64_t seed, int64_t i, int64_t j, uint64_t t, uint64_t s, int64_t one, uint32_t rnd,
+                             int64_t lo, int64_t hi) {
     if (j <= i) return I64_MIN;
-    CellRng g(seed, STREAM_LOCALLAP, (uint64_t)i, (uint32_t)j);
-    return one + g.discrete_laplace(t, s);
+    const uint64_t row = rnd == 0 ? (uint64_t)i : (uint64_t)(rnd + 1) * LOCALLAP_ROW_OFFSET + (uint64_t)i;
+    CellRng g(seed, STREAM_LOCALLAP, row, (uint32_t)j);
+    const int64_t y = dlap_band(g, t, s, I64_MIN, hi == I64_MAX ? I64_MAX : hi - one);
+    return (lo == I64_MIN || y >= lo - one) ? one + y : LL_NOT_CAND;
+}
+
+constexpr uint32_t LL_TRUE_GAP_COL = 0x80000000u;  // gap cell of the true entries (zero cells: cols < 2^9)
+
+// Round 0 with ll_edge_fast, row i (sorted neighbours nb[0..d), output w[0..d)): the upper
+// entries are candidates by skip sampling with probability gp = geom_params(P[L >= lo - one])
+// (gaps from CellRng(seed, LOCALLAP, 2^40 + i, 2^31), as the zero candidates'), each candidate's
+// value lo + geometric (exact: L given L >= lo - one >= 1 is memoryless) from its own cell
+// (i, j); the other upper entries LL_NOT_CAND, the lower ones I64_MIN.
+template <class C>
+LDP_HD void ll_edge_row_skip(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s, int64_t lo,
+                             const GeomParams& gp, int64_t* w) {
+    const int64_t e0 = upper_index(nb, d, i);
+    for (int64_t e = 0; e < e0; ++e) w[e] = I64_MIN;
+    for (int64_t e = e0; e < d; ++e) w[e] = LL_NOT_CAND;
+    const int64_t m = d - e0;
+    if (m <= 0) return;
+    CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, LL_TRUE_GAP_COL);
+    for (int64_t k = -1;;) {
+        const int64_t g = geom_draw(rg, gp);
+        if (g >= m - 1 - k) break;
+        k += g + 1;
+        CellRng gv(seed, STREAM_LOCALLAP, (uint64_t)i, (uint32_t)nb[e0 + k]);
+        w[e0 + k] = lo + geom_exact(gv, t, s);
+    }
+}
+
+// Row i of round rnd (out[0..d) aligned with nb): the skip path in round 0 when ll_edge_fast,
+// else ll_edge_value per entry (rnd >= 1: only the entries still LL_NOT_CAND).
+template <class C>
+LDP_HD void ll_edge_row(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s, int64_t one,
+                        uint32_t rnd, int64_t lo, int64_t hi, bool fast, const GeomParams& gp, int64_t* out) {
+    if (fast) {
+        ll_edge_row_skip(i, nb, d, seed, t, s, lo, gp, out);
+        return;
+    }
+    for (int64_t e = 0; e < d; ++e)
+        if (rnd == 0 || out[e] == LL_NOT_CAND) out[e] = ll_edge_value(seed, i, (int64_t)nb[e], t, s, one, rnd, lo, hi);
 }
 
 // Zero candidates of round r in row i: every position j in (i, n) not in the exclusion row
 // ex[0..le) (sorted; entries <= i ignored) is picked with probability pi (skip sampling,
 // CellRng(seed, LOCALLAP, 2^40 + i, 2r)); with `fill`, each pick gets a value from DLap(t, s)
 // conditioned on [lo, hi) (cell 2r + 1, in pick order) and emit(col, value) is called.
+// `split` (round 0, lo >= 1, (hi - lo) s < 2^63): the pick is LL_HIGH (value >= hi, not drawn)
+// with exact probability P[L >= hi | L >= lo] = exp(-(hi - lo) s / t) (memoryless), else its
+// value is drawn from the band [lo, hi); both from cell 2r + 1, in pick order.
 // Returns the number of picks.
 template <class C, class Emit>
 LDP_HD int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
-                           int64_t lo, int64_t hi, uint64_t t, uint64_t s, bool fill, Emit&& emit) {
+                           int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, bool fill, Emit&& emit) {
     const int64_t skip = upper_index(ex, le, i);  // only entries above the diagonal count
     ex += skip;
     le -= skip;
@@ -200,7 +277,10 @@ LDP_HD int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64
         k += g + 1;
         if (fill) {
             const int64_t c = sm.map(k);
-            emit(c, dlap_band(rv, t, s, lo, hi));
+            if (split && bernoulli_exp_neg_any(rv, (uint64_t)(hi - lo) * s, t))
+                emit(c, LL_HIGH);
+            else
+                emit(c, dlap_band(rv, t, s, lo, hi));
         }
         ++cnt;
     }

@@ -465,42 +465,51 @@ static void csr_to_edge_index(py::array rowptr, py::array col, py::array out_ei,
 }
 
 // ---- LocalLap -------------------------------------------------------------------------------
-// Noise of the upper-triangular true entries: out_val[e] = one + DLap(t, s) for every CSR
-// entry (i, j) with j > i, from CellRng(seed, STREAM_LOCALLAP, i, j) (j >= 1, so never the
-// degree cell (i, 0)); entries with j < i get INT64_MIN.
+// Values of the true upper-triangular entries in round rnd (ll_edge_row, csrc/common/edges.h):
+// out_val[e] = one + L for the entries (i, j > i) at or above the threshold lo, LL_NOT_CAND for
+// the others, INT64_MIN for j < i.  Round rnd >= 1 decides only the entries still LL_NOT_CAND
+// (out_val holds the earlier rounds' result).  p = P[L >= lo - one] (double) for the skip path.
 template <class C>
 static void ll_edge_values_t(int64_t n, const int64_t* rp, const C* col, uint64_t seed, uint64_t t, uint64_t s,
-                             int64_t one, int64_t* out) {
+                             int64_t one, uint32_t rnd, int64_t lo, int64_t hi, double p, int64_t* out) {
+    const bool fast = ll_edge_fast(rnd, lo, hi, one);
+    const GeomParams gp = geom_params(fast ? p : 0.0);  // once per call
     // blocks handed out in turn: a core shared with another process does not hold up the call
     const std::vector<int64_t> cuts = row_blocks(n, [&](int64_t i) { return (double)(rp[i] - rp[0]) + (double)i; });
     for_blocks((int64_t)cuts.size() - 1, [&](int64_t blk) {
-        const int64_t b = cuts[blk], e = cuts[blk + 1];
-        for (int64_t i = b; i < e; ++i)
-            for (int64_t k = rp[i]; k < rp[i + 1]; ++k) out[k] = ll_edge_value(seed, i, (int64_t)col[k], t, s, one);
+        for (int64_t i = cuts[blk]; i < cuts[blk + 1]; ++i)
+            ll_edge_row(i, col + rp[i], rp[i + 1] - rp[i], seed, t, s, one, rnd, lo, hi, fast, gp, out + rp[i]);
     });
 }
 
 static void locallap_edge_values(py::array rowptr, py::array col, uint64_t seed, uint64_t t, uint64_t s,
-                                 int64_t one, py::array out_val) {
+                                 int64_t one, uint32_t rnd, int64_t lo, int64_t hi, double p, py::array out_val) {
     int64_t n = rowptr.size() - 1;
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
     check_size(out_val, col.size(), "out_val");
     int64_t* o = data_ptr<int64_t>(out_val, "out_val", true);
     if (t == 0 || s == 0) throw std::invalid_argument("t, s: expected >= 1");
+    if (rnd > 254) throw std::invalid_argument("rnd: expected <= 254");
     with_index(col, "col", [&](auto c) {
         py::gil_scoped_release nogil;
-        ll_edge_values_t(n, rp, c, seed, t, s, one, o);
+        ll_edge_values_t(n, rp, c, seed, t, s, one, rnd, lo, hi, p, o);
     });
+}
+
+// `split` needs lo >= 1 and (hi - lo) s < 2^63 (see ll_zero_row).
+static void check_split(bool split, int64_t lo, int64_t hi, uint64_t s) {
+    if (split && !(lo >= 1 && hi > lo && (uint64_t)(hi - lo) <= (uint64_t)I64_MAX / s))
+        throw std::invalid_argument("split: needs 1 <= lo < hi and (hi - lo) * s < 2^63");
 }
 
 template <class C>
 static void ll_zero_t(int64_t n, const int64_t* erp, const C* ecol, uint64_t seed, uint32_t round, double pi,
-                      int64_t lo, int64_t hi, uint64_t t, uint64_t s, int64_t* orp, C* oc, int64_t* ov) {
+                      int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, int64_t* orp, C* oc, int64_t* ov) {
     if (!oc) {
         orp[0] = 0;
         parallel_for(n, [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i)
-                orp[i + 1] = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s,
+                orp[i + 1] = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, split, t, s,
                                          false, [](int64_t, int64_t) {});
         }, 256);
         return;
@@ -510,8 +519,8 @@ static void ll_zero_t(int64_t n, const int64_t* erp, const C* ecol, uint64_t see
             C* wc = oc + orp[i];
             int64_t* wv = ov + orp[i];
             int64_t o = 0;
-            int64_t got = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, true,
-                                      [&](int64_t c, int64_t v) {
+            int64_t got = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, split, t, s,
+                                      true, [&](int64_t c, int64_t v) {
                                           if (o < orp[i + 1] - orp[i]) {  // never past the row (checked below)
                                               wc[o] = (C)c;
                                               wv[o] = v;
@@ -525,11 +534,12 @@ static void ll_zero_t(int64_t n, const int64_t* erp, const C* ecol, uint64_t see
 }
 
 static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t seed, uint32_t round, double pi,
-                          int64_t lo, int64_t hi, uint64_t t, uint64_t s, py::array out_rowptr, py::array out_col,
+                          int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, py::array out_rowptr, py::array out_col,
                           py::array out_val, bool fill) {
     int64_t n = excl_rowptr.size() - 1;
     check_size(out_rowptr, n + 1, "out_rowptr");
     if (t == 0 || s == 0) throw std::invalid_argument("t, s: expected >= 1");
+    check_split(split, lo, hi, s);
     const int64_t* erp = cdata_ptr<int64_t>(excl_rowptr, "excl_rowptr");
     int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
     int64_t* ov = nullptr;
@@ -541,7 +551,7 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
     with_index(excl_col, "excl_col", [&](auto c) {
         auto* oc = like_index<index_t<decltype(c)>>(out_col, "out_col", fill);
         py::gil_scoped_release nogil;
-        ll_zero_t(n, erp, c, seed, round, pi, lo, hi, t, s, orp, oc, ov);
+        ll_zero_t(n, erp, c, seed, round, pi, lo, hi, split, t, s, orp, oc, ov);
     });
 }
 
@@ -550,7 +560,7 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
 // same words as ll_zero_row).
 template <class C>
 static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
-                           int64_t lo, int64_t hi, uint64_t t, uint64_t s, RawBuf<C>& oc, RawBuf<int64_t>& ov,
+                           int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, RawBuf<C>& oc, RawBuf<int64_t>& ov,
                            std::vector<int64_t>& pos) {
     int64_t skip = upper_index(ex, le, i);
     ex += skip;
@@ -574,18 +584,19 @@ static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64
     int64_t* wv = ov.room(F);
     for (int64_t f = 0; f < F; ++f) {
         wc[f] = (C)sm.map(pos[f]);
-        wv[f] = dlap_band(rv, t, s, lo, hi);
+        wv[f] = split && bernoulli_exp_neg_any(rv, (uint64_t)(hi - lo) * s, t) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
     }
     oc.size += F;
     ov.size += F;
 }
 
 static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, py::array excl_col, uint64_t seed,
-                                                        uint32_t round, double pi, int64_t lo, int64_t hi, uint64_t t,
-                                                        uint64_t s, py::array out_rowptr) {
+                                                        uint32_t round, double pi, int64_t lo, int64_t hi, bool split,
+                                                        uint64_t t, uint64_t s, py::array out_rowptr) {
     int64_t n = excl_rowptr.size() - 1;
     check_size(out_rowptr, n + 1, "out_rowptr");
     if (t == 0 || s == 0) throw std::invalid_argument("t, s: expected >= 1");
+    check_split(split, lo, hi, s);
     const int64_t* erp = cdata_ptr<int64_t>(excl_rowptr, "excl_rowptr");
     int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
     auto S = std::make_unique<EdgeSample>();
@@ -610,7 +621,7 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
             std::vector<int64_t> pos;
             for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
                 const int64_t before = bc[blk].size;
-                ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, bc[blk],
+                ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, split, t, s, bc[blk],
                                   S->val[blk], pos);
                 orp[i + 1] = bc[blk].size - before;
             }

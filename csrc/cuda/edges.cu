@@ -53,37 +53,42 @@ extern "C" __global__ void rr_edges_i64(const int64_t* rp, const int64_t* col, i
     rr_k(rp, col, n, seed, st_t, c_t, st_f, c_f, pt, pf, pub, counts, orp, ocol, fill);
 }
 
-// LocalLap noise of the true upper-triangular entries (I64_MIN below the diagonal).
+// LocalLap values of the true upper-triangular entries in round rnd (ll_edge_row): round
+// rnd >= 1 decides only the entries still LL_NOT_CAND (as csrc/cpu/edges.cpp).
 template <class C>
 __device__ void ll_values_k(const int64_t* rp, const C* col, int64_t n, uint64_t seed, uint64_t t, uint64_t s,
-                            int64_t one, int64_t* out) {
+                            int64_t one, uint32_t rnd, int64_t lo, int64_t hi, double p, int64_t* out) {
     const int64_t i = thread_index();
     if (i >= n) return;
-    for (int64_t k = rp[i]; k < rp[i + 1]; ++k) out[k] = ll_edge_value(seed, i, (int64_t)col[k], t, s, one);
+    const bool fast = ll_edge_fast(rnd, lo, hi, one);
+    const GeomParams gp = geom_params(fast ? p : 0.0);
+    ll_edge_row(i, col + rp[i], rp[i + 1] - rp[i], seed, t, s, one, rnd, lo, hi, fast, gp, out + rp[i]);
 }
 
 extern "C" __global__ void ll_edge_values_i32(const int64_t* rp, const int32_t* col, int64_t n, uint64_t seed,
-                                              uint64_t t, uint64_t s, int64_t one, int64_t* out) {
-    ll_values_k(rp, col, n, seed, t, s, one, out);
+                                              uint64_t t, uint64_t s, int64_t one, uint32_t rnd, int64_t lo,
+                                              int64_t hi, double p, int64_t* out) {
+    ll_values_k(rp, col, n, seed, t, s, one, rnd, lo, hi, p, out);
 }
 extern "C" __global__ void ll_edge_values_i64(const int64_t* rp, const int64_t* col, int64_t n, uint64_t seed,
-                                              uint64_t t, uint64_t s, int64_t one, int64_t* out) {
-    ll_values_k(rp, col, n, seed, t, s, one, out);
+                                              uint64_t t, uint64_t s, int64_t one, uint32_t rnd, int64_t lo,
+                                              int64_t hi, double p, int64_t* out) {
+    ll_values_k(rp, col, n, seed, t, s, one, rnd, lo, hi, p, out);
 }
 
 // LocalLap zero candidates of one round: fill = 0 writes counts[i]; fill = 1 writes the picks
-// of row i (columns and values) at out_rowptr[i].
+// of row i (columns and values; LL_HIGH above the split) at out_rowptr[i].
 template <class C>
 __device__ void ll_zero_k(const int64_t* erp, const C* ecol, int64_t n, uint64_t seed, uint32_t round, double pi,
-                          int64_t lo, int64_t hi, uint64_t t, uint64_t s, int64_t* counts, const int64_t* orp,
-                          C* ocol, int64_t* oval, int fill) {
+                          int64_t lo, int64_t hi, int split, uint64_t t, uint64_t s, int64_t* counts,
+                          const int64_t* orp, C* ocol, int64_t* oval, int fill) {
     const int64_t i = thread_index();
     if (i >= n) return;
     C* wc = fill ? ocol + orp[i] : nullptr;
     int64_t* wv = fill ? oval + orp[i] : nullptr;
     int64_t o = 0;
-    const int64_t cnt = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s,
-                                    fill != 0, [&](int64_t c, int64_t v) {
+    const int64_t cnt = ll_zero_row(i, n, ecol + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, split != 0,
+                                    t, s, fill != 0, [&](int64_t c, int64_t v) {
                                         wc[o] = (C)c;
                                         wv[o] = v;
                                         ++o;
@@ -92,14 +97,16 @@ __device__ void ll_zero_k(const int64_t* erp, const C* ecol, int64_t n, uint64_t
 }
 
 extern "C" __global__ void ll_zero_i32(const int64_t* erp, const int32_t* ecol, int64_t n, uint64_t seed,
-                                       uint32_t round, double pi, int64_t lo, int64_t hi, uint64_t t, uint64_t s,
-                                       int64_t* counts, const int64_t* orp, int32_t* ocol, int64_t* oval, int fill) {
-    ll_zero_k(erp, ecol, n, seed, round, pi, lo, hi, t, s, counts, orp, ocol, oval, fill);
+                                       uint32_t round, double pi, int64_t lo, int64_t hi, int split, uint64_t t,
+                                       uint64_t s, int64_t* counts, const int64_t* orp, int32_t* ocol, int64_t* oval,
+                                       int fill) {
+    ll_zero_k(erp, ecol, n, seed, round, pi, lo, hi, split, t, s, counts, orp, ocol, oval, fill);
 }
 extern "C" __global__ void ll_zero_i64(const int64_t* erp, const int64_t* ecol, int64_t n, uint64_t seed,
-                                       uint32_t round, double pi, int64_t lo, int64_t hi, uint64_t t, uint64_t s,
-                                       int64_t* counts, const int64_t* orp, int64_t* ocol, int64_t* oval, int fill) {
-    ll_zero_k(erp, ecol, n, seed, round, pi, lo, hi, t, s, counts, orp, ocol, oval, fill);
+                                       uint32_t round, double pi, int64_t lo, int64_t hi, int split, uint64_t t,
+                                       uint64_t s, int64_t* counts, const int64_t* orp, int64_t* ocol, int64_t* oval,
+                                       int fill) {
+    ll_zero_k(erp, ecol, n, seed, round, pi, lo, hi, split, t, s, counts, orp, ocol, oval, fill);
 }
 
 // Row-wise combination of two CSRs (modes of combine_row): fill = 0 counts, 1 writes.

@@ -55,29 +55,39 @@ def edges_rr(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub=None)
     return orp, ocol
 
 
-def locallap_edge_values(rowptr, col, seed, t, s, one, out_val) -> None:
-    """out_val[k] = one + DLap(t, s) for every entry (i, j > i), INT64_MIN below the diagonal."""
+def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, p, out_val) -> None:
+    """Round ``rnd`` of the true upper entries (csrc/common/edges.h ll_edge_row; ``p`` =
+    P[L >= lo - one], the skip path's rate in round 0): out_val[k] =
+    one + L for the entries (i, j > i) at or above ``lo`` (below ``hi``), LL_NOT_CAND
+    (INT64_MIN + 1) for the others, INT64_MIN below the diagonal; round >= 1 decides only the
+    entries still LL_NOT_CAND.  Same bits as the C++ locallap_edge_values."""
     n = rowptr.numel() - 1
     if t < 1 or s < 1:
         raise ValueError("t, s: expected >= 1")
+    if not 0 <= rnd <= 254:
+        raise ValueError("rnd: expected 0..254")
     _launch("edges", f"ll_edge_values_{_col_suffix(col)}", n,
             (_ptr(rowptr), _ptr(col), np.int64(n), np.uint64(seed), np.uint64(t), np.uint64(s),
-             np.int64(one), _ptr(out_val)), rowptr.device)
+             np.int64(one), np.uint32(rnd), np.int64(lo), np.int64(hi), np.float64(p), _ptr(out_val)),
+            rowptr.device)
 
 
-def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s):
-    """LocalLap zero candidates of round ``rnd`` as (rowptr, col, int64 values); same bits as
-    the C++ locallap_zero / locallap_zero_sample."""
+def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s):
+    """LocalLap zero candidates of round ``rnd`` as (rowptr, col, int64 values; LL_HIGH =
+    INT64_MAX for picks above the split ``hi`` when ``split``); same bits as the C++
+    locallap_zero / locallap_zero_sample."""
     import torch
 
     n = excl_rowptr.numel() - 1
     if t < 1 or s < 1:
         raise ValueError("t, s: expected >= 1")
+    if split and not (1 <= lo < hi and hi - lo <= (2**63 - 1) // s):
+        raise ValueError("split: needs 1 <= lo < hi and (hi - lo) * s < 2^63")
     kern = f"ll_zero_{_col_suffix(excl_col)}"
     dev = excl_rowptr.device
     counts = torch.zeros(n, dtype=torch.int64, device=dev)
     head = (_ptr(excl_rowptr), _ptr(excl_col), np.int64(n), np.uint64(seed), np.uint32(rnd), np.float64(pi),
-            np.int64(lo), np.int64(hi), np.uint64(t), np.uint64(s))
+            np.int64(lo), np.int64(hi), np.int32(bool(split)), np.uint64(t), np.uint64(s))
     _launch("edges", kern, n, head + (_ptr(counts), NULL, NULL, NULL, np.int32(0)), dev)
     orp = _prefix(counts)
     nnz = int(orp[-1])

@@ -38,7 +38,28 @@ def _geom_exact(st, t, s):
 
 
 @jit
+def _bernoulli_exp_neg_any(st, num, den):
+    """Bernoulli(exp(-num / den)) exactly for any num (twin of edges.h bernoulli_exp_neg_any)."""
+    num = np.uint64(num)
+    den = np.uint64(den)
+    k = num // den
+    while k > _ZERO:
+        if not R.bernoulli_exp_neg(st, _ONE, _ONE):
+            return False
+        k -= _ONE
+    return R.bernoulli_exp_neg(st, num % den, den)
+
+
+@jit
 def _dlap_band(st, t, s, lo, hi):
+    t = np.uint64(t)
+    s = np.uint64(s)
+    if lo >= 1 and hi != _I64_MAX and hi > lo and np.uint64(hi - lo) <= t // s:
+        w = np.uint64(hi - lo)
+        while True:
+            x = R.randint(st, w)
+            if R.bernoulli_exp_neg(st, x * s, t):
+                return lo + np.int64(x)
     while True:
         if lo >= 1:
             y = lo + _geom_exact(st, t, s)
@@ -275,39 +296,86 @@ def csr_to_edge_index(rowptr, col, out_ei, layout):
 
 
 # --- LocalLap -------------------------------------------------------------------------------
+_LL_NOT_CAND = _I64_MIN + 1  # true upper entry below every threshold so far (edges.h LL_NOT_CAND)
+_LL_HIGH = _I64_MAX  # zero pick above the split, value not drawn (edges.h LL_HIGH)
+
+
+_LL_TRUE_GAP_COL = 0x80000000  # gap cell of the true entries (edges.h LL_TRUE_GAP_COL)
+
+
 @jit
-def _ll_edge_row(i, col, b, e, seed, t, s, one, out, st):
-    """Row ``i`` (entries ``b:e``): ``one + DLap`` from ``CellRng(seed, LOCALLAP, i, j)`` for
-    ``j > i``, INT64_MIN otherwise (also ldpfast.distributed._rows' body, global row ids)."""
+def _ll_edge_fast(rnd, lo, hi, one):
+    return rnd == 0 and hi == _I64_MAX and lo != _I64_MIN and lo - one >= 1
+
+
+@jit
+def _ll_edge_row(i, col, b, e, seed, t, s, one, rnd, lo, hi, p, out, st):
+    """Row ``i`` (entries ``b:e``) of round ``rnd`` (twin of edges.h ll_edge_row): ``one + L``
+    for the entries ``j > i`` at or above ``lo``, LL_NOT_CAND for the others, INT64_MIN for
+    ``j <= i``; round 0 with ``lo - one >= 1`` by skip sampling at rate ``p``, else one exact
+    draw per entry (round >= 1: only the entries still LL_NOT_CAND).  Also
+    ldpfast.distributed._rows' body (global row ids)."""
+    if _ll_edge_fast(rnd, lo, hi, one):
+        e0 = b + np.int64(np.searchsorted(col[b:e], i, side="right"))
+        for k in range(b, e0):
+            out[k] = _I64_MIN
+        for k in range(e0, e):
+            out[k] = _LL_NOT_CAND
+        m = e - e0
+        if m <= 0:
+            return
+        kind, B, lam, stop = R.geom_params(p)
+        R.cell_init(st, seed, _STREAM_LOCALLAP, _LL_ROW + i, _LL_TRUE_GAP_COL)
+        k = _next_pick(st, kind, B, lam, stop, m, np.int64(-1))
+        while k < m:
+            j = np.int64(col[e0 + k])
+            st2 = np.empty(11, dtype=np.uint64)
+            R.cell_init(st2, seed, _STREAM_LOCALLAP, i, j)
+            out[e0 + k] = lo + _geom_exact(st2, t, s)
+            k = _next_pick(st, kind, B, lam, stop, m, k)
+        return
+    row = i if rnd == 0 else (np.int64(rnd) + 1) * _LL_ROW + i
+    hl = _I64_MAX if hi == _I64_MAX else hi - one
     for k in range(b, e):
         j = np.int64(col[k])
         if j <= i:
             out[k] = _I64_MIN
             continue
-        R.cell_init(st, seed, _STREAM_LOCALLAP, i, j)
-        out[k] = one + R.discrete_laplace(st, t, s)
+        if rnd != 0 and out[k] != _LL_NOT_CAND:
+            continue
+        R.cell_init(st, seed, _STREAM_LOCALLAP, row, j)
+        y = _dlap_band(st, t, s, _I64_MIN, hl)
+        out[k] = one + y if (lo == _I64_MIN or y >= lo - one) else _LL_NOT_CAND
 
 
 @pjit
-def _ll_edge_values(rowptr, col, seed, t, s, one, out):
+def _ll_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, p, out):
     n = rowptr.shape[0] - 1
     nblk = (n + _BLOCK - 1) // _BLOCK
     for blk in nb.prange(nblk):
         st = np.empty(11, dtype=np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            _ll_edge_row(np.int64(i), col, rowptr[i], rowptr[i + 1], seed, t, s, one, out, st)
+            _ll_edge_row(np.int64(i), col, rowptr[i], rowptr[i + 1], seed, t, s, one, rnd, lo, hi, p, out, st)
 
 
-def locallap_edge_values(rowptr, col, seed, t, s, one, out_val):
+def locallap_edge_values(rowptr, col, seed, t, s, one, rnd, lo, hi, p, out_val):
     if out_val.shape[0] != col.shape[0]:
         raise ValueError("out_val: wrong size")
     if t == 0 or s == 0:
         raise ValueError("t, s: expected >= 1")
-    _ll_edge_values(rowptr, col, np.uint64(seed), np.uint64(t), np.uint64(s), np.int64(one), out_val)
+    if not 0 <= rnd <= 254:
+        raise ValueError("rnd: expected <= 254")
+    _ll_edge_values(rowptr, col, np.uint64(seed), np.uint64(t), np.uint64(s), np.int64(one), np.uint32(rnd),
+                    np.int64(lo), np.int64(hi), float(p), out_val)
+
+
+def _check_split(split, lo, hi, s):
+    if split and not (1 <= lo < hi and hi - lo <= (2**63 - 1) // s):
+        raise ValueError("split: needs 1 <= lo < hi and (hi - lo) * s < 2^63")
 
 
 @jit
-def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, ov, w0, fill):
+def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, split, t, s, stg, stv, oc, ov, w0, fill):
     skip = np.int64(np.searchsorted(ecol[eb:eb + le], i, side="right"))
     eb += skip
     le -= skip
@@ -326,7 +394,10 @@ def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, 
             while ptr < le and ecol[eb + ptr] <= base + k + ptr:
                 ptr += 1
             oc[w0 + cnt] = base + k + ptr
-            ov[w0 + cnt] = _dlap_band(stv, t, s, lo, hi)
+            if split and _bernoulli_exp_neg_any(stv, np.uint64(hi - lo) * np.uint64(s), t):
+                ov[w0 + cnt] = _LL_HIGH
+            else:
+                ov[w0 + cnt] = _dlap_band(stv, t, s, lo, hi)
         cnt += 1
         k = _next_pick(stg, kind, B, lam, stop, m, k)
     return cnt
@@ -335,22 +406,24 @@ def _ll_zero_row(i, n, ecol, eb, le, seed, rnd, pi, lo, hi, t, s, stg, stv, oc, 
 @jit
 def _ll_zero_task(i, args, stg, stv, oc, ov, w0, fill):
     """Row ``i`` of ``_ll_zero_row`` for :func:`_count_fill`."""
-    erp, ecol, seed, rnd, pi, lo, hi, t, s = args
+    erp, ecol, seed, rnd, pi, lo, hi, split, t, s = args
     eb = erp[i]
-    return _ll_zero_row(i, erp.shape[0] - 1, ecol, eb, erp[i + 1] - eb, seed, rnd, pi, lo, hi, t, s, stg, stv, oc,
-                        ov, w0, fill)
+    return _ll_zero_row(i, erp.shape[0] - 1, ecol, eb, erp[i + 1] - eb, seed, rnd, pi, lo, hi, split, t, s, stg, stv,
+                        oc, ov, w0, fill)
 
 
-def _ll_zero(erp, ecol, seed, rnd, pi, lo, hi, t, s, orp, oc, ov, fill):
-    return _count_fill(erp.shape[0] - 1, _ll_zero_task, (erp, ecol, seed, rnd, pi, lo, hi, t, s), orp, oc, ov, fill)
+def _ll_zero(erp, ecol, seed, rnd, pi, lo, hi, split, t, s, orp, oc, ov, fill):
+    return _count_fill(erp.shape[0] - 1, _ll_zero_task, (erp, ecol, seed, rnd, pi, lo, hi, split, t, s), orp, oc, ov,
+                       fill)
 
 
-def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, out_col, out_val, fill):
+def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s, out_rowptr, out_col, out_val, fill):
     n = excl_rowptr.shape[0] - 1
     if out_rowptr.shape[0] != n + 1:
         raise ValueError("out_rowptr: wrong size")
     if t == 0 or s == 0:
         raise ValueError("t, s: expected >= 1")
+    _check_split(split, lo, hi, s)
     if fill:
         if out_col.shape[0] != out_rowptr[n] or out_val.shape[0] != out_rowptr[n] or out_col.dtype != excl_col.dtype:
             raise ValueError("out_col / out_val: wrong size or dtype")
@@ -358,18 +431,18 @@ def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr
         out_col = np.empty(0, dtype=excl_col.dtype)
         out_val = np.empty(0, dtype=np.int64)
     bad = _ll_zero(excl_rowptr, excl_col, np.uint64(seed), np.uint32(rnd), float(pi), np.int64(lo), np.int64(hi),
-                   np.uint64(t), np.uint64(s), out_rowptr, out_col, out_val, bool(fill))
+                   bool(split), np.uint64(t), np.uint64(s), out_rowptr, out_col, out_val, bool(fill))
     if bad:
         raise RuntimeError("locallap_zero_fill: count mismatch (bug)")
 
 
-def locallap_zero_sample(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr):
+def locallap_zero_sample(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s, out_rowptr):
     empty_c, empty_v = np.empty(0, dtype=excl_col.dtype), np.empty(0, dtype=np.int64)
-    locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, empty_c, empty_v, False)
+    locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s, out_rowptr, empty_c, empty_v, False)
     np.cumsum(out_rowptr, out=out_rowptr)
 
     def fill(out_col, out_val):
-        locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, t, s, out_rowptr, out_col, out_val, True)
+        locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s, out_rowptr, out_col, out_val, True)
 
     return _Sample(out_rowptr, fill, excl_col.dtype, True)
 

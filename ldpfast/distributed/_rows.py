@@ -80,30 +80,35 @@ def rr_rows(row0: int, n: int, rowptr, col, seed: int, streams, p_true, p_false)
 
 
 @jit
-def ll_edge_values(row0, rowptr, col, seed, t, s, one, out):
-    """LocalLap's true upper entries (``locallap_edge_values``) of rows ``row0 + i``:
-    ``one + DLap`` from ``CellRng(seed, LOCALLAP, i, j)`` for ``j > i``, INT64_MIN otherwise."""
+def ll_edge_values(row0, rowptr, col, seed, t, s, one, rnd, lo, hi, p, out):
+    """LocalLap's true upper entries in round ``rnd`` (``locallap_edge_values``) of rows
+    ``row0 + i``: ``one + L`` for the entries ``j > i`` at or above ``lo``, LL_NOT_CAND for the
+    others, INT64_MIN for ``j <= i`` (round >= 1: only the entries still LL_NOT_CAND)."""
     st = np.empty(11, dtype=np.uint64)
     for li in range(rowptr.shape[0] - 1):
-        E._ll_edge_row(np.int64(row0 + li), col, rowptr[li], rowptr[li + 1], seed, t, s, one, out, st)
+        E._ll_edge_row(np.int64(row0 + li), col, rowptr[li], rowptr[li + 1], seed, t, s, one, rnd, lo, hi, p, out,
+                       st)
 
 
 @jit
-def _ll_zero(row0, n, erp, ecol, seed, rnd, pi, lo, hi, t, s, orp, oc, ov, fill):
+def _ll_zero(row0, n, erp, ecol, seed, rnd, pi, lo, hi, split, t, s, orp, oc, ov, fill):
     stg = np.empty(11, dtype=np.uint64)
     stv = np.empty(11, dtype=np.uint64)
     bad = False
     for li in range(erp.shape[0] - 1):
         eb = erp[li]
-        got = E._ll_zero_row(np.int64(row0 + li), n, ecol, eb, erp[li + 1] - eb, seed, rnd, pi, lo, hi, t, s, stg,
-                             stv, oc, ov, orp[li] if fill else np.int64(0), fill)
+        got = E._ll_zero_row(np.int64(row0 + li), n, ecol, eb, erp[li + 1] - eb, seed, rnd, pi, lo, hi, split, t, s,
+                             stg, stv, oc, ov, orp[li] if fill else np.int64(0), fill)
         bad |= _row_done(orp, li, got, fill)
     return bad
 
 
-def ll_zero_rows(row0: int, n: int, erp, ecol, seed: int, rnd: int, pi: float, lo: int, hi: int, t: int, s: int):
+def ll_zero_rows(row0: int, n: int, erp, ecol, seed: int, rnd: int, pi: float, lo: int, hi: int, split: bool,
+                 t: int, s: int):
     """LocalLap zero candidates of round ``rnd`` (``locallap_zero_sample``) for this shard's
-    rows: ``(rowptr, col, val)`` (local rowptr, global columns, values in grid units)."""
+    rows: ``(rowptr, col, val)`` (local rowptr, global columns, values in grid units; LL_HIGH
+    above the split ``hi`` when ``split``)."""
+    E._check_split(split, lo, hi, s)
     args = (np.int64(row0), np.int64(n), erp, ecol, np.uint64(seed), np.uint32(rnd), float(pi), np.int64(lo),
-            np.int64(hi), np.uint64(t), np.uint64(s))
+            np.int64(hi), bool(split), np.uint64(t), np.uint64(s))
     return _two_pass(_ll_zero, "ll_zero_rows", args, erp.shape[0] - 1, (ecol.dtype, np.int64))

@@ -256,68 +256,78 @@ def _ll_work(stage: Path, s: int) -> Path:
 
 
 def _ll_round_task(plan: _Plan, s: int, sh: dict) -> dict:
-    """LocalLap candidates of the latest round for one shard (round 0 also the true upper
-    entries); saves them under the staging folder, returns counts and a value histogram."""
-    from ..mechanisms.edges import _csr_union
+    """LocalLap candidates of the latest round for one shard (zero picks, and the true upper
+    entries decided in this round); saves them under the staging folder, returns counts."""
+    from ..mechanisms.edges import _csr_union, _tail
+    from ..mechanisms.edges.laplace import _LL_HIGH, _LL_NOT_CAND
     from ._rows import ll_edge_values, ll_zero_rows
 
     stage = Path(plan.stage)
     a, b = int(sh["row_start"]), int(sh["row_end"])
     e = plan.edges
-    rnd, pi, lo, hi = plan.rounds[-1]
+    rnd, pi, lo, hi, zhi, split = plan.rounds[-1]
     rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
     work = _ll_work(stage, s)
     if rnd == 0:
-        ones = np.empty(col.shape[0], dtype=np.int64)
-        ll_edge_values(np.int64(a), rp, col, np.uint64(plan.seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
-                       np.int64(e["G2"]), ones)
-        prev: dict[str, np.ndarray] = {"ones": ones}
+        prev: dict[str, np.ndarray] = {"ones": np.empty(col.shape[0], dtype=np.int64)}
         erp, ecol = rp, col
     else:
         with np.load(work) as z:
             prev = dict(z)
         erp, ecol = rp, col  # exclusions: the adjacency and every earlier round's picks
         m = b - a
-        for r in range(rnd):
+        for r, *_ in plan.rounds[:-1]:
             u = _csr_union(CSR(torch.from_numpy(erp), torch.from_numpy(ecol), m),
                            CSR(torch.from_numpy(prev[f"rp{r}"]), torch.from_numpy(prev[f"c{r}"]), m))
             erp, ecol = u.rowptr.numpy(), u.col.numpy()
+    ones = prev["ones"]
+    # the skip path's rate, the single-machine double
+    p_true = _tail(e["s2"] / e["t2"], lo - e["G2"]) if rnd == 0 and lo != np.iinfo(np.int64).min else 0.0
+    ll_edge_values(np.int64(a), rp, col, np.uint64(plan.seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
+                   np.int64(e["G2"]), np.uint32(rnd), np.int64(lo), np.int64(hi), float(p_true), ones)
     _fault(plan, s, "locallap")
-    orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.seed, rnd, pi, lo, hi, e["t2"], e["s2"])
+    orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.seed, rnd, pi, lo, zhi, split, e["t2"], e["s2"])
     prev.update({f"rp{rnd}": orp, f"c{rnd}": oc, f"v{rnd}": ov})
     tmp = work.with_name(f".{work.name}.{uuid.uuid4().hex}.tmp.npz")
     np.savez(tmp, **prev)
     os.replace(tmp, work)
-    ones = prev["ones"]
-    return {"shard": s, "zeros": int(oc.shape[0]), "ones_above": int(((ones != np.iinfo(np.int64).min)
-                                                                      & (ones >= lo)).sum())}
+    out = {"shard": s, "zeros": int(oc.shape[0]), "ones_above": int((ones > _LL_NOT_CAND).sum())}
+    if split:  # round 0: picks above the split, and true entries at or above it
+        out.update(high=int((ov == _LL_HIGH).sum()), ones_ge_split=int((ones >= zhi).sum()))
+    return out
 
 
 def _ll_hist_task(plan: _Plan, s: int, sh: dict) -> dict:
-    """Histogram of this shard's candidate values (all rounds, and the true entries >= the
-    last threshold)."""
+    """Histogram of this shard's candidate values (all rounds, and the true candidates)."""
     with np.load(_ll_work(Path(plan.stage), s)) as z:
-        lo = plan.rounds[-1][2]
-        vals = [z[f"v{r}"] for r, *_ in plan.rounds]
-        ones = z["ones"]
-        vals.append(ones[(ones != np.iinfo(np.int64).min) & (ones >= lo)])
+        rounds, ones, sel = _ll_sources(z, plan, s)
+        vals = [v for _, _, v in rounds]
+        vals.append(ones[sel])
     v, c = np.unique(np.concatenate(vals), return_counts=True)
     return {"shard": s, "values": v, "counts": c}
 
 
-def _ll_sources(z, plan: _Plan):
-    """The shard's candidate sources in the global order: rounds, then true upper entries."""
-    lo = plan.rounds[-1][2]
+def _ll_sources(z, plan: _Plan, s: int):
+    """The shard's candidate sources in the global order: rounds, then true upper entries
+    (with the mask of the true candidates); round 0's LL_HIGH picks get their drawn values
+    when the host drew them (``plan.edges["high"]``, one array per shard)."""
+    from ..mechanisms.edges.laplace import _LL_HIGH, _LL_NOT_CAND
+
     out = [(z[f"rp{r}"], z[f"c{r}"], z[f"v{r}"]) for r, *_ in plan.rounds]
+    high = plan.edges.get("high")
+    if high is not None:
+        v0 = out[0][2].copy()
+        v0[v0 == _LL_HIGH] = high[s]
+        out[0] = (out[0][0], out[0][1], v0)
     ones = z["ones"]
-    return out, ones, (ones != np.iinfo(np.int64).min) & (ones >= lo)
+    return out, ones, ones > _LL_NOT_CAND
 
 
 def _ll_ties_task(plan: _Plan, s: int, sh: dict) -> dict:
     """Number of candidates equal to v* per source (rounds..., true entries)."""
     vstar = plan.edges["vstar"]
     with np.load(_ll_work(Path(plan.stage), s)) as z:
-        rounds, ones, sel = _ll_sources(z, plan)
+        rounds, ones, sel = _ll_sources(z, plan, s)
         counts = [int((v == vstar).sum()) for _, _, v in rounds]
         counts.append(int((ones[sel] == vstar).sum()))
     return {"shard": s, "ties": counts}
@@ -334,7 +344,7 @@ def _ll_write_task(plan: _Plan, s: int, sh: dict, chosen: list[np.ndarray]) -> d
     vstar, mode = e["vstar"], e["keep"]
     rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
     with np.load(_ll_work(stage, s)) as z:
-        rounds, ones, sel = _ll_sources(z, plan)
+        rounds, ones, sel = _ll_sources(z, plan, s)
         idx = np.flatnonzero(sel)
         sources = [(orp, oc, ov) for orp, oc, ov in rounds]
         sources.append((np.searchsorted(idx, rp), col[idx], ones[idx]))

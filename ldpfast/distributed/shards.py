@@ -30,8 +30,11 @@ same seed **bit for bit**:
   per-shard integers, exactly: pass 1 draws each shard's noisy degrees (rows' own cells) and
   returns ``sum(noise)``; the driver forms ``T = floor((|E| G + sum noise) / (2 G))`` clipped
   to ``[0, n(n-1)/2]`` in integer arithmetic as the single-machine code does, and the
-  threshold ``tau``.  Pass 2 draws each shard's candidates (true upper entries and zero
-  entries above ``tau``, the rows' own cells) and returns a histogram of candidate values;
+  threshold ``tau`` and the split ``h``.  Pass 2 draws each shard's candidates (true upper
+  entries and zero entries above ``tau``, the rows' own cells; zero picks above ``h`` carry
+  no value, and in the rare case their values matter the driver draws them in the global
+  order, as the single-machine ``_resolve_high``, and hands each shard its slice) and the
+  histograms of candidate values;
   the driver merges the histograms into the exact ``T``-th largest value and draws the
   tie-break with the single-machine generator over the global candidate order (round 0 of
   every shard in row order, then later rounds, then true edges), handing each shard its
@@ -180,7 +183,7 @@ def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent
         spec.update(t1=t1, s1=s1, G1=round(1.0 / g1), t2=t2, s2=s2, G2=round(1.0 / g2), eps1=eps1, eps2=eps2,
                     eps1_used=eps1_used, eps2_used=eps2_used, g1=g1, g2=g2,
                     max_dense_entries=check_int("max_dense_entries", e.pop("max_dense_entries", 200_000_000), lo=0),
-                    _target=e.pop("_target", None))
+                    _target=e.pop("_target", None), _split_target=e.pop("_split_target", None))
         spent = None  # completed after the run (T, threshold, candidates)
     if e:
         raise ValueError(f"edges: unknown parameters for {mech}: {sorted(e)}")
@@ -451,12 +454,14 @@ def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
     N0 = N - nnz // 2
     base_target = T + 10.0 * math.sqrt(T) + 100.0 if e["_target"] is None else float(e["_target"])
     hi, prev_tau, prev_tail = np.iinfo(np.int64).max, math.inf, 0.0
-    zero_count, rnd = 0, 0
+    zero_count, rnd, split_at, r0 = 0, 0, None, None
     while True:
         tau = EM._threshold(r2, N0, base_target * 4.0**rnd)
         if tau >= prev_tau:
             rnd += 1
             continue
+        if rnd > EM._MAX_ROUND:  # unreachable: the target passes N0 (tau = -inf) long before
+            raise RuntimeError(f"local_laplace: more than {EM._MAX_ROUND} threshold rounds (bug)")
         if tau == -math.inf:
             lo, pi = np.iinfo(np.int64).min, 1.0
             rest = N0 - zero_count
@@ -466,15 +471,30 @@ def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
         else:
             lo = int(tau)
             pi = min(1.0, (EM._tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
-        plan.rounds.append((rnd, pi, lo, hi))
+        zhi, split = hi, False
+        if not plan.rounds:  # first round: zero picks at or above split_at get no value
+            split_at = EM._split_point(r2, e["s2"], N0, nnz // 2, e["G2"], lo, T, e.get("_split_target"))
+            zhi, split = (hi, False) if split_at is None else (split_at, True)
+        plan.rounds.append((rnd, pi, lo, hi, zhi, split))
         rr = _run(client, _ll_round_task, plan, shards, progress, f"locallap-round{rnd}")
         results.append(rr)
+        if split:
+            r0 = rr
         zero_count += sum(r["zeros"] for r in rr)
         ones_above = sum(r["ones_above"] for r in rr)
         if zero_count + ones_above >= T or tau == -math.inf:
             break
         hi, prev_tau, prev_tail = lo, tau, EM._tail(r2, tau)
         rnd += 1
+    if split_at is not None:  # as the single-machine _resolve_high, in the same global order
+        n_high = sum(r["high"] for r in r0)
+        if n_high and T > 0 and n_high + sum(r["ones_ge_split"] for r in r0) >= T:
+            from ._shard_tasks import _kernels
+
+            hv = EM._high_values(n_high, split_at, plan.seed, e["t2"], e["s2"], _kernels(), "cpu",
+                                 lambda t: t.numpy()).numpy()
+            cuts = np.cumsum([0] + [r["high"] for r in r0])
+            e["high"] = [hv[cuts[i]:cuts[i + 1]] for i in range(len(r0))]
     # the T-th largest value from the merged histograms (= np.partition(vals, C - T)[C - T])
     hs = _run(client, _ll_hist_task, plan, shards, progress, "locallap-histogram")
     results.append(hs)

@@ -76,7 +76,10 @@ user's report is within ``e^(+-2^-46)`` of the exact independent-Bernoulli mecha
 ``eps``-edge LDP up to that factor and the rounding of the doubles.  (Until audit F5 the gaps
 were ``floor(log U / log(1 - p))`` with a 53-bit ``U``, which has no gap beyond
 ``log(2^-54) / log(1 - p)`` and probability 0 for most gaps below ``2^-53``: only
-``(eps, ~2^-53 / p_false)``.)
+``(eps, ~2^-53 / p_false)``.)  LocalLap draws only the values that decide its top ``T``: its
+candidates (zero entries, and true entries in the usual first round) by skip sampling, the
+split of its zero picks and every value it draws exactly (integer arithmetic;
+:func:`local_laplace`), so its only inexact part is the skip sampler's.
 """
 
 from __future__ import annotations
@@ -117,8 +120,11 @@ from .degree_preserving import (  # noqa: F401
     dprr_budget,
 )
 from .laplace import (  # noqa: F401
+    _MAX_ROUND,
+    _high_values,
     _kth_smallest,
     _local_laplace,
+    _split_point,
     _tail,
     _threshold,
     _tie_choice,

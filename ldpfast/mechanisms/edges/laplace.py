@@ -55,8 +55,71 @@ def _threshold(r: float, n0: int, target: float) -> float:
     return float(tau)
 
 
+_LL_NOT_CAND = _I64_MIN + 1  # true upper entry below every threshold so far (edges.h LL_NOT_CAND)
+_LL_HIGH = _I64_MAX  # zero pick above the split, value not drawn (edges.h LL_HIGH)
+_MAX_ROUND = 254  # true entries of round r >= 1 use cell rows (r + 1) 2^40 + i < 2^48
+_HIGH_ROW = 255 << 40  # cells (2^40 255 + k, 0) of the split's values, when needed (no other use)
+
+
+def _split_point(r: float, s: int, n0: int, e_u: int, one: int, lo: int, T: int,
+                 target: float | None = None) -> int | None:
+    """Round 0's split: the smallest integer ``h > lo`` with ``n0 P[L >= h] + e_u P[L >= h - one]
+    <= T - 10 sqrt(T) - 100`` (the expected number of candidates at or above ``h``), or None
+    (no split: ``lo < 1``, ``T`` too small, or ``(h - lo) s`` past int64).  Only the speed and
+    the chance of :func:`_resolve_high` drawing values depend on it, never the law."""
+    target = T - 10.0 * math.sqrt(T) - 100.0 if target is None else target  # (tests force it)
+    if lo < 1 or target <= 0:
+        return None
+
+    def f(x):
+        return n0 * _tail(r, x) + e_u * _tail(r, x - one)
+
+    th = _threshold(r, n0, target)
+    a = lo if th == -math.inf else max(lo, int(th))  # f(a) >= target, or a = lo
+    step = 1
+    while f(a + step) > target:
+        step *= 2
+    lo_b, hi_b = a + step // 2, a + step  # f(hi_b) <= target
+    while hi_b - lo_b > 1:
+        mid = (lo_b + hi_b) // 2
+        lo_b, hi_b = (lo_b, mid) if f(mid) <= target else (mid, hi_b)
+    h = max(hi_b, lo + 1)
+    return h if h - lo <= _I64_MAX // s else None
+
+
+def _high_values(count: int, h: int, seed: int, t: int, s: int, k, dev, arr) -> torch.Tensor:
+    """``count`` independent exact draws of ``L`` given ``L >= h`` (``h >= 1``: ``h`` plus the
+    nonnegative draws, in order, of exact discrete Laplace cells ``(2^40 255 + k, 0)``: given
+    ``L >= 0``, ``L`` is geometric with the rate of the tail above ``h``)."""
+    got, row0, out = 0, _HIGH_ROW, []
+    while got < count:
+        m = 2 * (count - got) + 64
+        buf = torch.empty((m, 1), dtype=torch.int64, device=dev)
+        k.fill_discrete_laplace(arr(buf), seed, int(Stream.LOCALLAP), row0, t, s)
+        y = buf[:, 0]
+        y = y[y >= 0][:count - got]
+        out.append(y)
+        got += y.numel()
+        row0 += m
+    return torch.cat(out) + h
+
+
+def _resolve_high(vals: torch.Tensor, n_round0: int, h: int, T: int, seed: int, t: int, s: int, k, arr) -> None:
+    """Round 0's LL_HIGH picks (the first ``n_round0`` of ``vals``) stand for values ``>= h``,
+    above every other candidate below ``h``.  When fewer than ``T`` candidates are ``>= h``
+    they are all kept and the sentinel ranks them right; otherwise (probability below about
+    e^-50 by the choice of ``h``) their values are drawn (:func:`_high_values`, in index
+    order) into ``vals``."""
+    high = vals[:n_round0] == _LL_HIGH
+    n_high = int(torch.count_nonzero(high))
+    if n_high == 0 or T <= 0 or n_high + int(torch.count_nonzero(vals[n_round0:] >= h)) < T:  # (T <= 0: none kept)
+        return
+    vals[:n_round0][high] = _high_values(n_high, h, seed, t, s, k, vals.device, arr)
+
+
 def local_laplace(graph, eps: float, seed: int | None = None, backend: str | None = None,
-                  max_dense_entries: int = 200_000_000, _target: float | None = None) -> EdgeLDPResult:
+                  max_dense_entries: int = 200_000_000, _target: float | None = None,
+                  _split_target: float | None = None) -> EdgeLDPResult:
     """LocalLap: the local-model LAPGRAPH baseline of the paper (section V-A).
 
     Each user sends ``d*_i = d_i + Lap(1/eps1)`` and ``a_ij + Lap(1/eps2)`` for ``j > i``
@@ -66,20 +129,38 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
     ``(eps1_used + eps2_used)``-edge LDP; both noises are exact discrete Laplace on the
     ``2^-10`` grid (module docstring).
 
-    The ``n(n-1)/2`` entries are not enumerated.  The top ``T`` is drawn exactly from the
-    same law: for a threshold ``tau`` with ``N0 P[L >= tau] >= T + 10 sqrt(T) + 100``
-    (``N0`` = number of zero entries), the zero entries above ``tau`` are found by skip
-    sampling with probability ``P[L >= tau]`` (their values drawn from the law of ``L``
-    given ``L >= tau``), the true edges get their noise directly, and the ``T`` largest of
-    these candidates are kept (ties at the boundary broken uniformly at random).  If fewer
-    than ``T`` candidates come out (probability below ``e^-50``), ``tau`` is lowered and only
-    the remaining entries are sampled, conditioned on lying below the previous threshold,
-    so the result has the law of the dense algorithm, up to the skip sampler's gaps: they are
-    within relative ``2^-49`` of Geometric(``P[L >= tau]``) factor by factor (``geom_draw``,
-    module docstring), so every likelihood ratio is within ``e^(+-2^-46)`` of the dense
-    algorithm's, the same negligible factor as RR's false edges.  Time O(|E| + n + T) expected;
-    a final dense round (``tau = -inf``), needed only when ``T`` is close to ``n(n-1)/2``,
-    visits every entry and is refused above ``max_dense_entries``.
+    The ``n(n-1)/2`` entries are not enumerated, and only the values that decide the top ``T``
+    are drawn.  For a threshold ``tau`` with ``N0 P[L >= tau] >= T + 10 sqrt(T) + 100``
+    (``N0`` = number of zero entries):
+
+    * zero entries at or above ``tau`` are found by skip sampling with probability
+      ``P[L >= tau]``.  With a split ``h > tau >= 1`` (the expected number of entries, true or
+      zero, at or above ``h`` is at most ``T - 10 sqrt(T) - 100``), each pick is at or above
+      ``h`` with exact probability ``P[L >= h | L >= tau] = exp(-r (h - tau))`` and then gets no
+      value; the others get an exact value of ``L`` given ``tau <= L < h`` (the band).
+    * each true upper entry is a candidate when ``G + L >= tau`` (``G = 1/g`` grid steps per
+      unit, ``r`` the rate per step): for ``x = tau - G >= 1`` a row's candidates are found by
+      skip sampling over its upper entries with probability ``P[L >= x]`` (as the zero
+      entries), each with the exact value ``tau + geometric`` (memoryless) from its own cell;
+      otherwise every entry gets its full exact draw.  Non-candidates get no value.
+    * the ``T`` largest candidates are kept (ties at the boundary broken uniformly at random).
+      When fewer than ``T`` candidates are at or above ``h`` (all but probability about
+      ``e^-50``), every pick above the split is kept without a value; otherwise their values
+      are drawn exactly from ``L`` given ``L >= h`` (:func:`_high_values`) first.
+
+    If fewer than ``T`` candidates come out (probability below ``e^-50``), ``tau`` is lowered
+    and only the remaining entries are decided, conditioned on lying below the previous
+    threshold (true entries by an exact full draw from their round's own cell).  Exact, as in
+    the dense algorithm: the split and every value drawn (integer arithmetic only, no
+    rounding); within a factor: the skip sampler's gaps (zero entries, and true entries in
+    round 0), within relative ``2^-49`` of Geometric(``p``) factor by factor (``geom_draw``,
+    module docstring), ``p`` the double of the tail probability ``P[L >= tau]`` or
+    ``P[L >= tau - G]``.  So every likelihood ratio is within ``e^(+-2^-46)`` of the dense algorithm's,
+    the same negligible factor as RR's false edges; ``eps1_used + eps2_used`` is spent as the
+    exact mechanism's.  Time O(|E| + n + T) expected, with exact values for about
+    ``20 sqrt(T)`` band picks and the true candidates only; a final dense round
+    (``tau = -inf``), needed only when ``T`` is close to ``n(n-1)/2``, visits every entry and
+    is refused above ``max_dense_entries``.
 
     Returns
     -------
@@ -87,11 +168,11 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
         ``noisy`` is the undirected output graph; ``d_star`` the noisy degrees; ``q`` None.
     """
     eps = check_eps("eps", eps)
-    return _local_laplace(_graph_csr(graph, backend), eps, seed, backend, max_dense_entries, _target)
+    return _local_laplace(_graph_csr(graph, backend), eps, seed, backend, max_dense_entries, _target, _split_target)
 
 
 def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_000_000,
-                   _target=None) -> EdgeLDPResult:
+                   _target=None, _split_target=None) -> EdgeLDPResult:
     """:func:`local_laplace` on a checked CSR and ``eps``.  A CUDA graph stays on the device:
     the kernels run there, the candidates and the top-T selection too (``_top_t_mask``); the
     host reads sizes and counts only (T, each round's number of candidates, the ties)."""
@@ -125,9 +206,8 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     T = min(max(total_units // (2 * G1), 0), N)
     del noise
 
-    # true upper-triangular entries: 1 + noise (grid units), CellRng(seed, LOCALLAP, i, j)
+    # true upper-triangular entries: 1 + noise (grid units), drawn round by round (ll_edge_value)
     ones_val = torch.empty(col.numel(), dtype=torch.int64, device=dv)
-    k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, arr(ones_val))
     E_u = csr.nnz // 2
     N0 = N - E_u
     base_target = T + 10.0 * math.sqrt(T) + 100.0 if _target is None else float(_target)  # tests force rounds
@@ -135,12 +215,14 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     excl = csr  # rows listing the excluded positions (entries <= i are ignored by the kernel)
     rounds: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     hi, prev_tau, prev_tail = _I64_MAX, math.inf, 0.0
-    zero_count, rnd = 0, 0
+    zero_count, rnd, split_at = 0, 0, None
     while True:
         tau = _threshold(r2, N0, base_target * 4.0**rnd)
         if tau >= prev_tau:  # threshold did not move: ask for more next round
             rnd += 1
             continue
+        if rnd > _MAX_ROUND:  # unreachable: the target passes N0 (tau = -inf) long before
+            raise RuntimeError(f"local_laplace: more than {_MAX_ROUND} threshold rounds (bug)")
         if tau == -math.inf:
             lo, pi = _I64_MIN, 1.0
             rest = N0 - zero_count
@@ -151,21 +233,29 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
         else:
             lo = int(tau)
             pi = min(1.0, (_tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
+        # first round: zero picks at or above split_at are kept without a value (LL_HIGH)
+        zhi = hi
+        if not rounds:
+            split_at = _split_point(r2, s2, N0, E_u, G2, lo, T, _split_target)
+            zhi = _I64_MAX if split_at is None else split_at
+        split = split_at is not None and not rounds
         if on_dev:
-            orp, zc, zv = k.locallap_zero(excl.rowptr.contiguous(), excl.col.contiguous(), seed, rnd, pi, lo, hi,
-                                          t2, s2)
+            orp, zc, zv = k.locallap_zero(excl.rowptr.contiguous(), excl.col.contiguous(), seed, rnd, pi, lo, zhi,
+                                          split, t2, s2)
         else:
             orp = torch.empty(n + 1, dtype=torch.int64)
             erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
-            sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, hi, t2, s2, orp.numpy())
+            sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, zhi, split, t2, s2, orp.numpy())
             zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
             zv = torch.empty(sample.nnz, dtype=torch.int64)
             sample.write(zc.numpy(), zv.numpy(), np.empty(0, dtype=np.int64), 0)
         rounds.append((orp, zc, zv))
         zero_count += zc.numel()
-        # true upper entries above the threshold (entries j <= i hold INT64_MIN: below every
-        # threshold but the dense round's, which takes every upper entry)
-        ones_cand = ones_val >= lo if lo != _I64_MIN else ones_val != _I64_MIN
+        # true upper entries at or above the threshold (the others hold LL_NOT_CAND, entries
+        # j <= i INT64_MIN: both below every candidate value)
+        p_true = _tail(r2, lo - G2) if rnd == 0 and lo != _I64_MIN else 0.0  # (skip path's rate)
+        k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, rnd, lo, hi, p_true, arr(ones_val))
+        ones_cand = ones_val > _LL_NOT_CAND
         ones_above = int(torch.count_nonzero(ones_cand))  # (a bool sum is 20x slower on CPU)
         if zero_count + ones_above >= T or tau == -math.inf:
             break
@@ -180,6 +270,8 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     idx = torch.nonzero(ones_cand).flatten()
     vals = torch.cat([zv for _, _, zv in rounds] + [ones_val[idx]])
     del ones_val, ones_cand
+    if split_at is not None:
+        _resolve_high(vals, rounds[0][2].numel(), split_at, T, seed, t2, s2, k, arr)
     keep = _top_t_mask(vals, T, seed)
     # each source's kept entries as a CSR (rows sorted); the sources are disjoint (a round
     # excludes the true edges and earlier picks), so their union is the kept upper triangle U
