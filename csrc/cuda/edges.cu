@@ -1,8 +1,8 @@
 // CUDA launchers of the edge-LDP kernels: indexing only.  The bodies are in
 // csrc/common/edges.h, the ones csrc/cpu/edges.cpp runs, so the noisy lists, LocalLap values
 // and server-side combinations are the same bits as the C++ build for one seed.
-// Launch shapes (ldpfast/_cuda.py): one thread per node (dprr_probs) or per row (everything
-// else).  Output sizes: a count launch writes each row's size, ldpfast/_cuda.py prefix-sums
+// Launch shapes (ldpfast/_cuda/edges.py): one thread per node (dprr_probs) or per row (everything
+// else).  Output sizes: a count launch writes each row's size, ldpfast/_cuda/edges.py prefix-sums
 // them on the device (torch.cumsum) and reads the total once to allocate, then a fill launch
 // writes each row at its offset.  Compile with --fmad=false (dprr_probs rounds like NumPy).
 #include "../common/edges.h"
