@@ -209,6 +209,20 @@ def check_sage_forward(net, h, agg_h, csr):
 
 
 # --- pipelines ---------------------------------------------------------------------------------
+def train_and_test(net, opt, epochs: int, forward, loss_fn, y, test) -> float:
+    """``epochs`` full-batch steps of ``loss_fn(forward())``, each followed by an evaluation
+    forward (as the methods' ``fit`` do); the last one's test accuracy."""
+    for _ in range(epochs):
+        net.train()
+        opt.zero_grad()
+        loss_fn(forward()).backward()
+        opt.step()
+        net.eval()
+        with torch.no_grad():
+            pred = forward().argmax(1)
+    return float((pred[test] == y[test]).float().mean())
+
+
 def run_lpgnn(run: Run, csr, y, a):
     from ldpfast.mechanisms import multibit_encode, multibit_rectify, rr_labels
     from ldpfast.methods import random_split
@@ -251,19 +265,13 @@ def run_lpgnn(run: Run, csr, y, a):
     P = rr_transition(c, a.eps_y)
     opt = torch.optim.Adam(net.parameters(), lr=0.01)
 
+    def drop_loss(logits):  # Algorithm 3's Drop loss (eq. 13-14), as lpgnn.fit
+        p_t = F.softmax(ops.propagate(csr, F.softmax(logits, 1) @ P, K, "gcn", csr_t=csr), 1)
+        return F.nll_loss(torch.log(p_t[train] + 1e-12), y_tilde[train])
+
     def train_epochs():
-        for _ in range(a.epochs):  # Algorithm 3's Drop loss (eq. 13-14), as lpgnn.fit
-            net.train()
-            opt.zero_grad()
-            p_y1 = F.softmax(sage_forward(net, h, agg_h, csr), 1) @ P
-            p_t = F.softmax(ops.propagate(csr, p_y1, K, "gcn", csr_t=csr), 1)
-            loss = F.nll_loss(torch.log(p_t[train] + 1e-12), y_tilde[train])
-            loss.backward()
-            opt.step()
-            net.eval()
-            with torch.no_grad():
-                pred = sage_forward(net, h, agg_h, csr).argmax(1)
-        return float((pred[test] == y[test]).float().mean())
+        return train_and_test(net, opt, a.epochs, lambda: sage_forward(net, h, agg_h, csr), drop_loss,
+                              y, test)
 
     acc = run.stage("lpgnn", f"train ({a.epochs} epochs)", train_epochs)
     run.annotate(epochs=a.epochs, test_acc=acc, sage_check_max_abs_err=sage_err)
@@ -317,20 +325,15 @@ def run_rgnn(run: Run, csr, y, a):
         _, b_tilde, _ = bag_proportions(y_rep, bags, train, c, a.eps_y, a.C)
         b_tilde = b_tilde.to(torch.float32)
 
+    def ce_llp_loss(logits):  # Algorithm 3 lines 9-15, as rgnn.fit
+        loss = F.cross_entropy(logits[train], y_tilde[train])
+        if b_tilde is not None:
+            loss = loss + llp_loss(F.softmax(logits, 1), bags, b_tilde, train)
+        return loss
+
     def train_epochs():
-        for _ in range(a.epochs):  # Algorithm 3 lines 9-15, as rgnn.fit
-            net.train()
-            opt.zero_grad()
-            logits = sage_forward(net, h, agg_h, csr)
-            loss = F.cross_entropy(logits[train], y_tilde[train])
-            if b_tilde is not None:
-                loss = loss + llp_loss(F.softmax(logits, 1), bags, b_tilde, train)
-            loss.backward()
-            opt.step()
-            net.eval()
-            with torch.no_grad():
-                pred = sage_forward(net, h, agg_h, csr).argmax(1)
-        return float((pred[test] == y[test]).float().mean())
+        return train_and_test(net, opt, a.epochs, lambda: sage_forward(net, h, agg_h, csr), ce_llp_loss,
+                              y, test)
 
     acc = run.stage("rgnn", f"train ({a.epochs} epochs{', LLP' if bags is not None else ''})",
                     train_epochs)
