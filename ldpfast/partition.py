@@ -41,6 +41,7 @@ from .graph import CSR
 __all__ = ["CoarseGraph", "coarsen", "edge_cut", "partition"]
 
 _jit = nb.njit(cache=True, nogil=True)
+_PASSES, _MAX_LEVELS = 5, 8  # coarsen() defaults, also used by partition()
 
 
 @dataclass
@@ -206,8 +207,8 @@ def _csr_arrays(g) -> tuple[np.ndarray, np.ndarray]:
     return rowptr, col
 
 
-def coarsen(csr: CSR, coarsen_to: int, seed: int = 0, *, passes: int = 5, max_levels: int = 8,
-            timings: dict | None = None) -> tuple[np.ndarray, CoarseGraph]:
+def coarsen(csr: CSR, coarsen_to: int, seed: int = 0, *, passes: int = _PASSES,
+            max_levels: int = _MAX_LEVELS, timings: dict | None = None) -> tuple[np.ndarray, CoarseGraph]:
     """Cluster the nodes of an undirected graph into roughly ``coarsen_to`` clusters.
 
     Levels of size-constrained label propagation (at most ``passes`` passes each), each
@@ -239,11 +240,16 @@ def coarsen(csr: CSR, coarsen_to: int, seed: int = 0, *, passes: int = 5, max_le
         ``coarse``: the :class:`CoarseGraph` of the clusters.
     """
     rowptr, col = _csr_arrays(csr)
-    n = rowptr.shape[0] - 1
     coarsen_to = check_int("coarsen_to", coarsen_to, 1)
     seed = check_int("seed", seed, 0, 2**63 - 1)
     passes = check_int("passes", passes, 1)
     max_levels = check_int("max_levels", max_levels, 1)
+    return _coarsen(rowptr, col, coarsen_to, seed, passes, max_levels, timings)
+
+
+def _coarsen(rowptr, col, coarsen_to, seed, passes, max_levels, timings):
+    # coarsen() on host arrays already read and checked (partition reads a GPU CSR once)
+    n = rowptr.shape[0] - 1
     t0 = time.perf_counter()
     cap = max(1, math.ceil(n / coarsen_to))
     rng = np.random.default_rng(seed)
@@ -347,7 +353,7 @@ def partition(csr: CSR, C: int, seed: int = 0, *, coarsen_to: int | None = None,
             timings["metis_s"] = time.perf_counter() - t0
         return np.asarray(parts, dtype=np.int64)
     tm: dict = {}
-    cluster, g = coarsen(csr, coarsen_to, seed, timings=tm)
+    cluster, g = _coarsen(rowptr, col, coarsen_to, seed, _PASSES, _MAX_LEVELS, tm)
     tm_nodes, tm_nnz = g.num_nodes, g.nnz
     t0 = time.perf_counter()
     if g.num_nodes <= C:  # every cluster its own part (cannot happen with the cap, kept safe)
