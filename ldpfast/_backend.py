@@ -84,11 +84,17 @@ def available() -> dict[str, str | None]:
     return out
 
 
-def resolve(device: str = "cpu", backend: str | None = None) -> str:
-    """Name of the backend for a call on ``device`` ('cpu' or 'cuda')."""
+def requested(backend: str | None = None) -> str:
+    """The backend asked for, lower-case and unchecked: ``backend`` if given, else
+    ``LDPFAST_BACKEND``, else ``'auto'``."""
     if backend is None:
         backend = os.environ.get("LDPFAST_BACKEND", "auto") or "auto"
-    backend = backend.lower()
+    return str(backend).lower()
+
+
+def resolve(device: str = "cpu", backend: str | None = None) -> str:
+    """Name of the backend for a call on ``device`` ('cpu' or 'cuda')."""
+    backend = requested(backend)
     if backend not in BACKENDS + ("auto",):
         raise ValueError(f"backend: expected one of {BACKENDS + ('auto',)}, got {backend!r}")
     if backend == "auto":

@@ -91,7 +91,6 @@ Box-Muller transform uses libm functions that are not bit-identical across backe
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -305,8 +304,7 @@ def _device_type(device, backend) -> str:
     """'cpu' or 'cuda': ``device`` if given, else 'cuda' when the backend asked for (argument,
     then LDPFAST_BACKEND) is 'cuda'."""
     if device is None:
-        want = backend if backend is not None else (os.environ.get("LDPFAST_BACKEND") or "auto")
-        return "cuda" if str(want).lower() == "cuda" else "cpu"
+        return "cuda" if _backend.requested(backend) == "cuda" else "cpu"
     try:
         t = torch.device(device).type
     except (RuntimeError, TypeError) as exc:

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-import os
 
 import numpy as np
 import torch
@@ -111,7 +110,7 @@ def _flat_bytes(t):
 
 
 def _cpu_kernels(backend):
-    b = backend or os.environ.get("LDPFAST_BACKEND")
+    b = _backend.requested(backend or None)
     return _backend.get("cpu", b if b in ("cpp", "numba") else "auto")
 
 
