@@ -455,22 +455,9 @@ def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
     base_target = T + 10.0 * math.sqrt(T) + 100.0 if e["_target"] is None else float(e["_target"])
     hi, prev_tau, prev_tail = np.iinfo(np.int64).max, math.inf, 0.0
     zero_count, rnd, split_at, r0 = 0, 0, None, None
-    while True:
-        tau = EM._threshold(r2, N0, base_target * 4.0**rnd)
-        if tau >= prev_tau:
-            rnd += 1
-            continue
-        if rnd > EM._MAX_ROUND:  # unreachable: the target passes N0 (tau = -inf) long before
-            raise RuntimeError(f"local_laplace: more than {EM._MAX_ROUND} threshold rounds (bug)")
-        if tau == -math.inf:
-            lo, pi = np.iinfo(np.int64).min, 1.0
-            rest = N0 - zero_count
-            if rest > e["max_dense_entries"]:
-                raise RuntimeError(f"local_laplace: T={T} needs a dense pass over {rest} remaining zero entries (more "
-                                   f"than max_dense_entries={e['max_dense_entries']}); T is close to n(n-1)/2 = {N}")
-        else:
-            lo = int(tau)
-            pi = min(1.0, (EM._tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
+    while True:  # the rounds of the single-machine loop (mechanisms.edges.laplace)
+        rnd, tau, lo, pi = EM._next_round(r2, N0, N, T, base_target, rnd, prev_tau, prev_tail, zero_count,
+                                          e["max_dense_entries"])
         zhi, split = hi, False
         if not plan.rounds:  # first round: zero picks at or above split_at get no value
             split_at = EM._split_point(r2, e["s2"], N0, nnz // 2, e["G2"], lo, T, e.get("_split_target"))

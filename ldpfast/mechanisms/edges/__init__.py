@@ -124,6 +124,7 @@ from .laplace import (  # noqa: F401
     _high_values,
     _kth_smallest,
     _local_laplace,
+    _next_round,
     _split_point,
     _tail,
     _threshold,

@@ -61,6 +61,30 @@ _MAX_ROUND = 254  # true entries of round r >= 1 use cell rows (r + 1) 2^40 + i 
 _HIGH_ROW = 255 << 40  # cells (2^40 255 + k, 0) of the split's values, when needed (no other use)
 
 
+def _next_round(r2: float, N0: int, N: int, T: int, base_target: float, rnd: int, prev_tau: float,
+                prev_tail: float, zero_count: int, max_dense_entries: int) -> tuple[int, float, int, float]:
+    """The threshold round after one at ``prev_tau`` (``inf`` before the first): ``(rnd, tau,
+    lo, pi)`` of round ``rnd`` or of the first later one whose threshold moves (the target
+    grows 4x a round), with ``lo`` its integer threshold and ``pi`` the skip sampler's rate for
+    the zero entries not yet decided (conditioned below ``prev_tau``).  Shared by the
+    single-machine loop and the sharded driver (``ldpfast.distributed.shards``)."""
+    while True:
+        tau = _threshold(r2, N0, base_target * 4.0**rnd)
+        if tau < prev_tau:
+            break
+        rnd += 1  # threshold did not move: ask for more next round
+    if rnd > _MAX_ROUND:  # unreachable: the target passes N0 (tau = -inf) long before
+        raise RuntimeError(f"local_laplace: more than {_MAX_ROUND} threshold rounds (bug)")
+    if tau == -math.inf:
+        rest = N0 - zero_count
+        if rest > max_dense_entries:
+            raise RuntimeError(
+                f"local_laplace: T={T} needs a dense pass over {rest} remaining zero entries (more than "
+                f"max_dense_entries={max_dense_entries}); T is close to n(n-1)/2 = {N}")
+        return rnd, tau, _I64_MIN, 1.0
+    return rnd, tau, int(tau), min(1.0, (_tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
+
+
 def _split_point(r: float, s: int, n0: int, e_u: int, one: int, lo: int, T: int,
                  target: float | None = None) -> int | None:
     """Round 0's split: the smallest integer ``h > lo`` with ``n0 P[L >= h] + e_u P[L >= h - one]
@@ -217,22 +241,8 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     hi, prev_tau, prev_tail = _I64_MAX, math.inf, 0.0
     zero_count, rnd, split_at = 0, 0, None
     while True:
-        tau = _threshold(r2, N0, base_target * 4.0**rnd)
-        if tau >= prev_tau:  # threshold did not move: ask for more next round
-            rnd += 1
-            continue
-        if rnd > _MAX_ROUND:  # unreachable: the target passes N0 (tau = -inf) long before
-            raise RuntimeError(f"local_laplace: more than {_MAX_ROUND} threshold rounds (bug)")
-        if tau == -math.inf:
-            lo, pi = _I64_MIN, 1.0
-            rest = N0 - zero_count
-            if rest > max_dense_entries:
-                raise RuntimeError(
-                    f"local_laplace: T={T} needs a dense pass over {rest} remaining zero entries (more than "
-                    f"max_dense_entries={max_dense_entries}); T is close to n(n-1)/2 = {N}")
-        else:
-            lo = int(tau)
-            pi = min(1.0, (_tail(r2, tau) - prev_tail) / (1.0 - prev_tail))
+        rnd, tau, lo, pi = _next_round(r2, N0, N, T, base_target, rnd, prev_tau, prev_tail, zero_count,
+                                       max_dense_entries)
         # first round: zero picks at or above split_at are kept without a value (LL_HIGH)
         zhi = hi
         if not rounds:
