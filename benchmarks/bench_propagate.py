@@ -228,6 +228,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1, help="untimed calls first (0 for --orkut)")
     p.add_argument("--skip-pyg", action="store_true")
+    p.add_argument("--skip-bf16", action="store_true", help="leave out the bf16-storage row (long K = 16 Orkut runs)")
     p.add_argument("--cached", action="store_true",
                    help="also: conversion times and the KProp layer cached / uncached (issue 17)")
     p.add_argument("--cached-k", type=int, default=4, help="K of the --cached layer comparison")
@@ -289,6 +290,8 @@ def main(argv=None):
             return ops.propagate(csr, x.bfloat16(), k, "mean", csr_t=csr).float()
 
         impls = {"ldpfast": ours, "ldpfast bf16 storage": ours_bf16, "torch.sparse.mm(csr)": spmm}
+        if a.skip_bf16:
+            del impls["ldpfast bf16 storage"]
         if ei is not None:
             from torch_geometric.nn import SimpleConv
 

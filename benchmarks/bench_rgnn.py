@@ -126,6 +126,8 @@ def main(argv=None):
     ap.add_argument("--methods", nargs="+", default=["counts"], choices=["counts", "onehot"])
     ap.add_argument("--block", type=int, nargs="+", default=[None],
                     help="value columns per block of the counts method (default: the library's)")
+    ap.add_argument("--index-dtype", default="int64", choices=["int64", "int32", "int16", "int8"],
+                    help="dtype of the reconstructed indices (reconstruct_features(index_dtype=))")
     ap.add_argument("--skip-labels", action="store_true")
     ap.add_argument("--skip-metis", action="store_true")
     ap.add_argument("--out", default="results")
@@ -160,12 +162,13 @@ def main(argv=None):
         for blk in (a.block if method == "counts" else [None]):
             t = time_call(lambda xr=xr, csr=csr, method=method, blk=blk: res.__setitem__(
                 "rec", rgnn.reconstruct_features(xr, csr, g, a.eps_x, a.m, a.k, output="index",
-                                                 method=method, block=blk)),
+                                                 method=method, block=blk,
+                                                 index_dtype=getattr(torch, a.index_dtype))),
                 repeat=repeat, warmup=warmup)
             rec = res.pop("rec")
             acc_rec = float((rec == x).float().mean())
             row = {"case": f"reconstruct_features {a.preset}", "impl": f"ldpfast {method}",
-                   "method": method, "block": blk, **base, **t,
+                   "method": method, "block": blk, "index_dtype": a.index_dtype, **base, **t,
                    "nnz_cols_per_s": csr.nnz * d * (g - 1) * a.k / t["median_s"],
                    "onehot_mib": onehot_mib, "acc_raw": acc_raw, "acc_reconstructed": acc_rec}
             if ref is None:

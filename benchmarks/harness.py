@@ -205,6 +205,23 @@ def cpu_info() -> dict:
     return info
 
 
+def _mkl_intel_path(torch) -> bool | None:
+    """Whether the MKL inside torch takes its Intel code paths (``mkl_serv_intel_cpu_true``).
+    On AMD CPUs it does not: torch.sparse.mm's CSR kernel then runs MKL's generic ``_def``
+    variant, about 2x slower than the ``_avx512`` one on the same Zen 4 core (BENCHMARKS.md,
+    "KProp propagation"), so ratios against torch depend on this flag.  None: unknown."""
+    import ctypes
+
+    # the global scope first: a preloaded override (benchmarks/mkl_intel_path.c) is what MKL's
+    # own calls resolve to, then the library's definition
+    for lib in (None, str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")):
+        try:
+            return bool(ctypes.CDLL(lib).mkl_serv_intel_cpu_true())
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 def environment() -> dict:
     """Facts about the run, stored next to every result."""
     import numpy as np
@@ -223,8 +240,11 @@ def environment() -> dict:
 
         env["torch"] = torch.__version__
         env["torch_threads"] = torch.get_num_threads()
+        env["torch_mkl_intel_path"] = _mkl_intel_path(torch)
     except ImportError:
         pass
+    if os.environ.get("LD_PRELOAD"):
+        env["ld_preload"] = os.environ["LD_PRELOAD"]
     for mod in ("torch_geometric", "torch_sparse", "torch_scatter"):
         try:
             env[mod] = __import__(mod).__version__

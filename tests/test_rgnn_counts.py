@@ -160,3 +160,28 @@ def test_fs_estimate_index_bad_buffers(backend):
     assert (out == -7).all()  # nothing written
     K.fs_estimate_index(lam, gam, ab, ab, False, out, 1)
     assert (out[:, 0] == -7).all() and (out[:, 1:] >= 0).all()
+
+
+@pytest.mark.parametrize("method", ["counts", "onehot"])
+@pytest.mark.parametrize("gam", [[2] * 7, [2, 3, 5, 2, 4, 7, 2, 2, 3, 9, 2, 4]], ids=["binary", "mixed"])
+def test_index_dtype_same_values(method, gam):
+    """``index_dtype`` narrows output="index" without changing a value (every block size)."""
+    csr = random_graph(500, 4, seed=3)
+    xr = reports(500, gam, seed=5)
+    ref = rgnn.reconstruct_features(xr, csr, gam, 1.0, 3, 2, output="index", method="onehot")
+    assert ref.dtype == torch.int64 and int(ref.max()) > 0
+    for dt in (torch.int8, torch.uint8, torch.int16, torch.int32):
+        for block in (1, 5, None):
+            got = rgnn.reconstruct_features(xr, csr, gam, 1.0, 3, 2, output="index", method=method,
+                                            block=block, index_dtype=dt)
+            assert got.dtype == dt and torch.equal(got.to(torch.int64), ref), (dt, block)
+
+
+def test_index_dtype_checked():
+    csr = random_graph(50, 3, seed=1)
+    xr = reports(50, [4] * 3, seed=2)
+    with pytest.raises(TypeError, match="index_dtype"):
+        rgnn.reconstruct_features(xr, csr, 4, 1.0, 2, 1, output="index", index_dtype=torch.float32)
+    with pytest.raises(ValueError, match="index_dtype: torch.int8 cannot hold the values 0 .. 199"):
+        rgnn.reconstruct_features(torch.zeros(50, 3, dtype=torch.int64), csr, 200, 1.0, 2, 1,
+                                  output="index", index_dtype=torch.int8)

@@ -55,7 +55,7 @@ static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* _
 // (64 floats / 32 doubles = 8 AVX2 registers, then halving down to 1).
 template <bool UNIT_B, bool VAL, class T, class S, class C>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 static void spmm_rows(int64_t b, int64_t e, const int64_t* __restrict__ rp, const C* __restrict__ col,
                       const T* __restrict__ val, const T* __restrict__ a, const T* __restrict__ bs, const S* __restrict__ x,

@@ -110,6 +110,7 @@ def _huge_empty(n: int, w: int, dtype: torch.dtype) -> torch.Tensor:
 def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x: int = 4, *,
                          output: str = "features", dtype: torch.dtype = torch.float32,
                          method: str = "counts", block: int | None = None,
+                         index_dtype: torch.dtype = torch.int64,
                          backend: str | None = None) -> torch.Tensor:
     """Node feature reconstruction ``f_X`` (RGNN Algorithm 1), all nodes and features at once.
 
@@ -168,6 +169,11 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         own.  Default 24: on the Orkut-like graph (d = 64, gamma = 4, K = 4) 24 columns
         per block took 264 s against 390 s for 96 (narrow blocks keep more of the gathered
         rows in cache) and the least memory; see BENCHMARKS.md.
+    index_dtype : torch.dtype
+        ``output="index"`` only: the integer dtype of the result (default int64).  A narrower
+        one (int8, uint8, int16, int32) must hold ``max(gamma_i) - 1``; same values, less
+        memory: on the Orkut-like graph (d = 64) int8 holds the 3.07M x 64 result in 0.2 GB
+        instead of 1.57 GB (BENCHMARKS.md, "RGNN reconstruction").
     backend : {"cpp", "numba"}, optional
         Kernels of ``"counts"`` (default: automatic).
 
@@ -198,6 +204,13 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     if method not in ("counts", "onehot"):
         raise ValueError(f"method: expected 'counts' or 'onehot', got {method!r}")
     block = 24 if block is None else check_int("block", block, 1)
+    _INDEX_MAX = {torch.int8: 127, torch.uint8: 255, torch.int16: 32767, torch.int32: 2**31 - 1,
+                  torch.int64: 2**63 - 1}
+    if index_dtype not in _INDEX_MAX:
+        raise TypeError(f"index_dtype: expected one of torch.int8, uint8, int16, int32, int64, got {index_dtype}")
+    if output == "index" and d and int(gam.max()) - 1 > _INDEX_MAX[index_dtype]:
+        raise ValueError(f"index_dtype: {index_dtype} cannot hold the values 0 .. {int(gam.max()) - 1} of the "
+                         f"largest domain; use a wider integer dtype")
     dev = x.device
     if n and (int(x.min()) < 0 or bool((x.to(torch.int64) >= torch.from_numpy(gam).to(dev)).any())):
         raise ValueError("x: every value must lie in [0, gamma_i) of its column")
@@ -211,7 +224,7 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     # output layout: columns of feature i in [ostart[i], ostart[i] + owidth[i])
     if output == "index":
         owidth = np.ones(d, dtype=np.int64)
-        out = torch.empty(n, d, dtype=torch.int64, device=dev)
+        out = torch.empty(n, d, dtype=index_dtype, device=dev)
     elif output == "pi":
         owidth = gam.copy()
         out = torch.empty(n, int(gam.sum()), dtype=dtype, device=dev)
@@ -224,7 +237,7 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         blk = _estimate_block(lam, gam[c0:c1], a[c0:c1], b[c0:c1], allbin, output, dtype)
         s, e = int(ostart[c0]), int(ostart[c1 - 1] + owidth[c1 - 1])
         if s == 0 and e == out.shape[1]:
-            return blk
+            return blk.to(out.dtype)
         out[:, s:e] = blk
         return None
 
@@ -266,8 +279,11 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
                               None)
                 lam = nxt
         if output == "index":  # fused kernel: no temporaries, same operations as emit's torch
+            wide = out if index_dtype == torch.int64 else torch.empty(n, c1 - c0, dtype=torch.int64)
             K.fs_estimate_index(lam.numpy(), gam[c0:c1], a[c0:c1].astype(np_dtype),
-                                b[c0:c1].astype(np_dtype), allbin, out.numpy(), c0)
+                                b[c0:c1].astype(np_dtype), allbin, wide.numpy(), c0 if wide is out else 0)
+            if wide is not out:  # the kernels write int64; narrow the block's columns
+                out[:, c0:c1] = wide
             continue
         res = emit(lam, c0, c1)
         if res is not None:
