@@ -15,6 +15,10 @@ summation orders drift apart by up to ~1e-3 on hubs of degree 10^4, for every li
   float32 (torch's CPU sparse.mm has no bfloat16: "not implemented for 'BFloat16'");
   the row "ldpfast bf16 storage" is ``KProp(storage=torch.bfloat16)``: x cast to bfloat16,
   K steps with float32 sums, the result cast back (both casts timed),
+  torch's CSR sparse.mm is MKL's kernel, and MKL picks its variant by CPU vendor: the generic
+  one on AMD, the AVX-512 one on Intel (about 2x faster on the same core).  The JSON records
+  ``torch_mkl_intel_path``; ``benchmarks/mkl_intel_path.c`` (LD_PRELOAD) times the Intel
+  variant on an AMD machine.  ``--skip-bf16`` leaves out the bf16 row,
 * PyG SimpleConv(aggr="mean") (scatter-based message passing), K times,
 * torch_sparse.matmul with a SparseTensor, when torch_sparse is installed,
 * torch_scatter.scatter(reduce="mean") over the gathered rows, when torch_scatter is
