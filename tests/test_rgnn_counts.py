@@ -164,8 +164,12 @@ def test_fs_estimate_index_bad_buffers(backend):
 
 @pytest.mark.parametrize("method", ["counts", "onehot"])
 @pytest.mark.parametrize("gam", [[2] * 7, [2, 3, 5, 2, 4, 7, 2, 2, 3, 9, 2, 4]], ids=["binary", "mixed"])
-def test_index_dtype_same_values(method, gam):
-    """``index_dtype`` narrows output="index" without changing a value (every block size)."""
+def test_index_dtype_same_values(method, gam, monkeypatch):
+    """``index_dtype`` narrows output="index" without changing a value (every block size;
+    row chunks of 64 so the chunked narrowing runs more than once, with a short last one)."""
+    from ldpfast.methods import _rgnn_reconstruct
+
+    monkeypatch.setattr(_rgnn_reconstruct, "_NARROW_ROWS", 64)
     csr = random_graph(500, 4, seed=3)
     xr = reports(500, gam, seed=5)
     ref = rgnn.reconstruct_features(xr, csr, gam, 1.0, 3, 2, output="index", method="onehot")

@@ -78,6 +78,7 @@ def _onehot_tail(x: torch.Tensor, gam: np.ndarray, dtype: torch.dtype,
     return z
 
 
+_NARROW_ROWS = 1 << 18  # rows per chunk when narrowing output="index" (index_dtype)
 _HUGE = 2 << 20  # bytes of a transparent huge page (x86-64, arm64 with 4 KiB base pages)
 _MADV_HUGEPAGE = 14
 
@@ -166,9 +167,10 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     block : int, optional
         ``"counts"`` only: at most this many value columns (``sum(gamma_i - 1)`` over the
         block's features) per block, >= 1; a feature with more values gets a block of its
-        own.  Default 24: on the Orkut-like graph (d = 64, gamma = 4, K = 4) 24 columns
-        per block took 264 s against 390 s for 96 (narrow blocks keep more of the gathered
-        rows in cache) and the least memory; see BENCHMARKS.md.
+        own.  Default 48: on the Orkut-like graph (d = 64, gamma = 4, K = 4, one run)
+        24 / 48 / 96 columns took 112 / 64 / 49 s with peaks of 3.7 / 3.9 / 5.9 GB
+        (int8 result): wider blocks gather longer rows, at ``n * w * 9`` bytes of working
+        memory; 48 is the widest that stays under 4 GB there.  See BENCHMARKS.md.
     index_dtype : torch.dtype
         ``output="index"`` only: the integer dtype of the result (default int64).  A narrower
         one (int8, uint8, int16, int32) must hold ``max(gamma_i) - 1``; same values, less
@@ -203,7 +205,7 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         raise TypeError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
     if method not in ("counts", "onehot"):
         raise ValueError(f"method: expected 'counts' or 'onehot', got {method!r}")
-    block = 24 if block is None else check_int("block", block, 1)
+    block = 48 if block is None else check_int("block", block, 1)
     _INDEX_MAX = {torch.int8: 127, torch.uint8: 255, torch.int16: 32767, torch.int32: 2**31 - 1,
                   torch.int64: 2**63 - 1}
     if index_dtype not in _INDEX_MAX:
@@ -279,11 +281,17 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
                               None)
                 lam = nxt
         if output == "index":  # fused kernel: no temporaries, same operations as emit's torch
-            wide = out if index_dtype == torch.int64 else torch.empty(n, c1 - c0, dtype=torch.int64)
-            K.fs_estimate_index(lam.numpy(), gam[c0:c1], a[c0:c1].astype(np_dtype),
-                                b[c0:c1].astype(np_dtype), allbin, wide.numpy(), c0 if wide is out else 0)
-            if wide is not out:  # the kernels write int64; narrow the block's columns
-                out[:, c0:c1] = wide
+            ga, aa, ba = gam[c0:c1], a[c0:c1].astype(np_dtype), b[c0:c1].astype(np_dtype)
+            if index_dtype == torch.int64:
+                K.fs_estimate_index(lam.numpy(), ga, aa, ba, allbin, out.numpy(), c0)
+                continue
+            # the kernels write int64: narrow through a small buffer, a row chunk at a time
+            rows = _NARROW_ROWS
+            wide = torch.empty(min(n, rows), c1 - c0, dtype=torch.int64)
+            for r0 in range(0, n, rows):
+                r1 = min(n, r0 + rows)
+                K.fs_estimate_index(lam[r0:r1].numpy(), ga, aa, ba, allbin, wide[:r1 - r0].numpy(), 0)
+                out[r0:r1, c0:c1] = wide[:r1 - r0]
             continue
         res = emit(lam, c0, c1)
         if res is not None:
