@@ -30,8 +30,11 @@ namespace ldp {
 // (and matches the Numba twin bit for bit).  UNIT_B skips the b[j] load (one more random
 // access per edge) when b is all ones, as for mean / add without mask.  VAL reads the
 // per-edge value (weighted adjacency); the unweighted path is unchanged.
+// always_inline: each target clone of spmm_rows must get its own copy.  GCC left the weighted,
+// scaled variant (VAL, !UNIT_B: KProp's gcn with edge_weight) as one out-of-line SSE2
+// function that every clone called, 2x slower than the unweighted path.
 template <int W, bool UNIT_B, bool VAL, class T, class S, class C>
-static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* __restrict__ rp,
+__attribute__((always_inline)) static inline void spmm_block(int64_t i, int64_t f0, int64_t d, const int64_t* __restrict__ rp,
                               const C* __restrict__ col, const T* __restrict__ val, const T* __restrict__ a,
                               const T* __restrict__ bs, const S* __restrict__ x, S* __restrict__ y,
                               bool self_loop) {
