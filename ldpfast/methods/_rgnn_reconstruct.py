@@ -168,9 +168,10 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
         ``"counts"`` only: at most this many value columns (``sum(gamma_i - 1)`` over the
         block's features) per block, >= 1; a feature with more values gets a block of its
         own.  Default 48: on the Orkut-like graph (d = 64, gamma = 4, K = 4, one run)
-        24 / 48 / 96 columns took 112 / 64 / 49 s with peaks of 3.7 / 3.9 / 5.9 GB
+        24 / 48 / 96 columns took 112 / 64 / 49 s with peaks of 3746 / 3904 / 5855 MiB
         (int8 result): wider blocks gather longer rows, at ``n * w * 9`` bytes of working
-        memory; 48 is the widest that stays under 4 GB there.  See BENCHMARKS.md.
+        memory; 48 is the widest that stays under 4 GB there (3783 MiB in a fresh
+        process).  See BENCHMARKS.md.
     index_dtype : torch.dtype
         ``output="index"`` only: the integer dtype of the result (default int64).  A narrower
         one (int8, uint8, int16, int32) must hold ``max(gamma_i) - 1``; same values, less
