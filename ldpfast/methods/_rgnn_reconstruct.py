@@ -207,11 +207,9 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
     if method not in ("counts", "onehot"):
         raise ValueError(f"method: expected 'counts' or 'onehot', got {method!r}")
     block = 48 if block is None else check_int("block", block, 1)
-    _INDEX_MAX = {torch.int8: 127, torch.uint8: 255, torch.int16: 32767, torch.int32: 2**31 - 1,
-                  torch.int64: 2**63 - 1}
-    if index_dtype not in _INDEX_MAX:
+    if index_dtype not in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64):
         raise TypeError(f"index_dtype: expected one of torch.int8, uint8, int16, int32, int64, got {index_dtype}")
-    if output == "index" and d and int(gam.max()) - 1 > _INDEX_MAX[index_dtype]:
+    if output == "index" and d and int(gam.max()) - 1 > torch.iinfo(index_dtype).max:
         raise ValueError(f"index_dtype: {index_dtype} cannot hold the values 0 .. {int(gam.max()) - 1} of the "
                          f"largest domain; use a wider integer dtype")
     dev = x.device
@@ -281,7 +279,7 @@ def reconstruct_features(x: torch.Tensor, csr, domain, eps_x: float, m: int, k_x
                 K.spmm_scaled(rp, col, a_t.numpy(), b_t.numpy(), lam.numpy(), nxt.numpy(), True,
                               None)
                 lam = nxt
-        if output == "index":  # fused kernel: no temporaries, same operations as emit's torch
+        if output == "index":  # fused kernel, same operations as emit's torch
             ga, aa, ba = gam[c0:c1], a[c0:c1].astype(np_dtype), b[c0:c1].astype(np_dtype)
             if index_dtype == torch.int64:
                 K.fs_estimate_index(lam.numpy(), ga, aa, ba, allbin, out.numpy(), c0)
