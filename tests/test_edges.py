@@ -396,12 +396,12 @@ def test_cpp_and_numba_bit_identical():
 
 def _spec_rr_row(nb, i, n, pt, pf, seed):
     """Row i of the sparse sampler from the NumPy RNG twin (ldpfast.rng): true edges by
-    CellRng.bernoulli in neighbour order, false positions by CellRng.geometric skips over the
+    bernoulli_words (one word each) in neighbour order, false positions by CellRng.geometric skips over the
     n - 1 - d non-neighbours (stream DPRR_FALSE, col 0), the k-th mapped to its node id."""
     from ldpfast import rng
     out = []
     rt = rng.CellRng(seed, Stream.DPRR_TRUE, i, 0)
-    out += [j for j in nb if pt >= 1.0 or (pt > 0.0 and rt.bernoulli(pt))]
+    out += [j for j in nb if pt >= 1.0 or (pt > 0.0 and rng.bernoulli_words(rt, pt))]
     others = np.setdiff1d(np.arange(n), np.append(nb, i))
     if pf > 0.0 and others.size:
         rf, k, m = rng.CellRng(seed, Stream.DPRR_FALSE, i, 0), -1, others.size

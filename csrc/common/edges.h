@@ -124,8 +124,10 @@ struct RRArgs {
 LDP_HD bool is_public(const RRArgs& A, int64_t i) { return A.pub && A.pub[i]; }
 
 // Keep decision of the next true edge of a row (Bernoulli(pt) from the row's true cell, drawn
-// in neighbour order; pt >= 1 and pt <= 0 draw nothing).
-LDP_HD bool keep_true(CellRng& rt, double pt) { return pt >= 1.0 ? true : (pt > 0.0 ? rt.bernoulli(pt) : false); }
+// in neighbour order; pt >= 1 and pt <= 0 draw nothing).  bernoulli_words: exact like
+// CellRng::bernoulli, but one 32-bit word per edge (a further word with probability 2^-32)
+// instead of two, so a Philox block decides four edges.
+LDP_HD bool keep_true(CellRng& rt, double pt) { return pt >= 1.0 ? true : (pt > 0.0 ? bernoulli_words(rt, pt) : false); }
 
 LDP_HD CellRng true_cell(const RRArgs& A, int64_t i) { return CellRng(A.seed, A.st_t, (uint64_t)i, A.c_t); }
 
@@ -155,7 +157,7 @@ LDP_HD int64_t rr_row_count(const RRArgs& A, int64_t i, const C* nb, int64_t d) 
         cnt += d;
     } else if (pt > 0.0) {
         CellRng rt = true_cell(A, i);
-        for (int64_t e = 0; e < d; ++e) cnt += rt.bernoulli(pt) ? 1 : 0;
+        for (int64_t e = 0; e < d; ++e) cnt += keep_true(rt, pt) ? 1 : 0;
     }
     rr_false_positions(A, i, A.n - 1 - d, [&](int64_t) { ++cnt; });
     return cnt;

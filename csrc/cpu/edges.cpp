@@ -12,7 +12,7 @@
 // Sparse RR sampler (rr_row): user i's noisy list a~_i has, independently per j != i,
 //   P[a~_ij = 1] = p_true[i]  if a_ij = 1,     p_false[i] otherwise
 // (DPRR eq. 7: p_true = p q_i, p_false = (1-p) q_i; Warner RR: p, 1-p).  True edges get one
-// Bernoulli each, drawn in neighbour order from CellRng(seed, stream_t, i, col_t); the
+// exact Bernoulli each (keep_true: one 32-bit word), drawn in neighbour order from CellRng(seed, stream_t, i, col_t); the
 // n-1-d_i non-neighbours are never enumerated: the positions of the false edges among them
 // are drawn by skip sampling (geometric gaps, CellRng(seed, stream_f, i, col_f); geom_draw in
 // rng.h: full support, each factor of the gap law within relative 2^-49 of Geometric's, so
@@ -272,7 +272,7 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
         CellRng rt = true_cell(A, i);
         for (int64_t e = 0; e < d; ++e) {
             kb[nk] = nb[e];
-            nk += rt.bernoulli(pt) ? 1 : 0;
+            nk += keep_true(rt, pt) ? 1 : 0;
         }
         kept = kb;
     }

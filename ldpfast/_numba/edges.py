@@ -91,10 +91,10 @@ def _excl_at(col, b, d, x, xpos, t):
 
 @jit
 def _keep_true_below(col, b, e, d, v, pt, stt, ocol, w0, cnt):
-    """Decide row entries ``col[b + e]`` below ``v`` (the true cell's Bernoulli(pt) in neighbour
-    order) and write the kept ones at ``ocol[w0 + cnt]``; returns ``(e, cnt)`` after them."""
+    """Decide row entries ``col[b + e]`` below ``v`` (the true cell's exact Bernoulli(pt), one
+    word each as edges.h keep_true, in neighbour order) and write the kept ones at ``ocol[w0 + cnt]``; returns ``(e, cnt)`` after them."""
     while e < d and col[b + e] < v:
-        if pt >= 1.0 or (pt > 0.0 and R.bernoulli(stt, pt)):
+        if pt >= 1.0 or (pt > 0.0 and R.bernoulli_words(stt, pt)):
             ocol[w0 + cnt] = col[b + e]
             cnt += 1
         e += 1
@@ -111,7 +111,7 @@ def _rr_row(i, col, b, d, n, seed, st_t, c_t, st_f, c_f, pt, pf, stt, stf, ocol,
         elif pt > 0.0:
             R.cell_init(stt, seed, st_t, i, c_t)
             for _ in range(d):
-                if R.bernoulli(stt, pt):
+                if R.bernoulli_words(stt, pt):
                     cnt += 1
     else:
         R.cell_init(stt, seed, st_t, i, c_t)
