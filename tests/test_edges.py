@@ -695,8 +695,13 @@ def test_one_pass_sampler_equals_two_pass(backend, threads):
             for by_degree in (True, False):
                 got, ei = E._rr_sample_ei(g, pt, pf, 99, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
                                           public=pub, by_degree=by_degree, backend=backend, layout=0)
-                assert _same(got, ref) and got.col.dtype == ref.col.dtype
+                # with an edge_index the CSR's col is its column row (int64, no second copy)
+                assert _same(got, ref) and got.col.dtype == torch.int64
+                assert got.col.data_ptr() == ei[0].data_ptr()
                 assert torch.equal(ei, ref.to_edge_index().flip(0))
+            alone, none = E._rr_sample_ei(g, pt, pf, 99, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
+                                          public=pub, by_degree=True, backend=backend)
+            assert none is None and _same(alone, ref) and alone.col.dtype == ref.col.dtype
             _, ei1 = E._rr_sample_ei(g, pt, pf, 99, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
                                      public=pub, by_degree=True, backend=backend, layout=1)
             assert torch.equal(ei1, ref.to_edge_index())
@@ -780,7 +785,12 @@ def test_transforms_equal_their_mechanism_for_every_input_form():
             tr = cls(seed=7, **kw)
             out = tr(data)
             ref = fn(csr, seed=input_seed(7, cls.__name__, make()), **kw)
-            assert _same(tr.last_result.noisy, ref.noisy) and tr.last_result.noisy.col.dtype == ref.noisy.col.dtype
+            got = tr.last_result.noisy
+            assert _same(got, ref.noisy)
+            if "edge_index" in data and ref.symmetrize == "none":  # col is the output's column row
+                assert got.col.dtype == torch.int64 and got.col.data_ptr() == out.edge_index[0].data_ptr()
+            else:
+                assert got.col.dtype == ref.noisy.col.dtype
             if "edge_index" in data:
                 assert torch.equal(out.edge_index, ref.edge_index), (cls.__name__, kw)
             else:

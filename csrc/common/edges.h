@@ -131,14 +131,30 @@ LDP_HD bool keep_true(CellRng& rt, double pt) { return pt >= 1.0 ? true : (pt > 
 
 LDP_HD CellRng true_cell(const RRArgs& A, int64_t i) { return CellRng(A.seed, A.st_t, (uint64_t)i, A.c_t); }
 
+// geom_params of the last rate asked for: rows that share p_false (all of RREdges' rows) skip
+// the logs and exps of geom_params.  Speed only: the same params either way.
+struct GeomCache {
+    double p = -1.0;
+    GeomParams gp;
+    LDP_HD const GeomParams& of(double q) {
+        if (q != p) {
+            gp = geom_params(q);
+            p = q;
+        }
+        return gp;
+    }
+};
+
 // f(k) for the positions k (increasing, in [0, m)) of row i's false edges among its m
 // non-neighbours: geometric skips, all from one cell (every pass sees the same draws).
+// `cache`: a GeomCache kept across the rows one thread visits (null: params per row).
 template <class F>
-LDP_HD void rr_false_positions(const RRArgs& A, int64_t i, int64_t m, F&& f) {
+LDP_HD void rr_false_positions(const RRArgs& A, int64_t i, int64_t m, F&& f, GeomCache* cache = nullptr) {
     const double pf = A.pf[i];
     if (!(pf > 0.0) || m <= 0) return;
     CellRng rf(A.seed, A.st_f, (uint64_t)i, A.c_f);
-    const GeomParams gp = geom_params(pf);  // once per row
+    GeomParams own;
+    const GeomParams& gp = cache ? cache->of(pf) : (own = geom_params(pf));
     for (int64_t k = -1;;) {
         int64_t g = geom_draw(rf, gp);
         if (g >= m - 1 - k) break;

@@ -247,6 +247,7 @@ struct RowScratch {
     std::vector<int64_t> pos;  // false positions among the non-neighbours
     std::vector<int64_t> b;    // exclusion list N(i) + {i}, minus its index, + sentinel
     std::vector<C> ids;        // node ids of the false positions (when they must be merged)
+    GeomCache geom;            // p_false's geometric params, reused while rows share it
 };
 
 // Row i appended, sorted, to `out`: the same draws as rr_row_fill, reordered by cell (the true
@@ -278,7 +279,7 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
     }
     auto& pos = s.pos;
     pos.clear();
-    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t k) { pos.push_back(k); });
+    rr_false_positions(A, i, A.n - 1 - d, [&](int64_t k) { pos.push_back(k); }, &s.geom);
     const int64_t F = (int64_t)pos.size();
     C* w = out.room(nk + F);
     if (F > 0) {

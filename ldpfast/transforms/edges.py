@@ -7,7 +7,9 @@ Each returns a *copy* of the input ``Data`` whose ``edge_index`` is the randomis
 ``ldp_ledger`` is the input's :class:`~ldpfast.privacy.budget.Ledger` (``Ledger.of``) plus one
 :class:`~ldpfast.privacy.budget.Spent` entry.  The full mechanism output
 (:class:`~ldpfast.mechanisms.edges.EdgeLDPResult`) of the last call is kept on the
-transform as ``last_result``.
+transform as ``last_result``.  When the DPRR or RREdges sampler writes the output
+``edge_index`` itself (``symmetrize="none"``), ``last_result.noisy.col`` is that
+``edge_index``'s first row (int64, a view: the columns are written once).
 
 Like the feature and label transforms (:class:`ldpfast.transforms.ReportOnce`), each derives
 the randomness of an input from its secret seed and the input's identity: re-applying it to

@@ -315,18 +315,23 @@ def _rr_args(csr, p_true, p_false, public, streams):
 def _rr_sample_ei(csr: CSR, p_true, p_false, seed: int, *, streams, public, by_degree: bool,
                   backend: str | None, layout: int | None = None) -> tuple[CSR, torch.Tensor | None]:
     """:func:`_rr_sample`, plus the (2, nnz) int64 edge_index of the noisy lists written by
-    the same kernel pass when ``layout`` is 0 ((col, row)) or 1 ((row, col)), else None."""
+    the same kernel pass when ``layout`` is 0 ((col, row)) or 1 ((row, col)), else None.
+    With an edge_index the CSR's ``col`` is its int64 column row (a view: the columns are
+    written once, not also as a separate int32 copy)."""
     n = csr.num_nodes
     k = _backend.get("cpu", backend)
     rp, col, pt, pf, pub, (st_t, c_t, st_f, c_f) = _rr_args(csr, p_true, p_false, public, streams)
     orp = torch.empty(n + 1, dtype=torch.int64)
     sample = k.edges_rr_sample(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp.numpy(),
                                            bool(by_degree))
-    ocol = torch.empty(sample.nnz, dtype=csr.col.dtype)
-    ei = None if layout is None else torch.empty((2, sample.nnz), dtype=torch.int64)
     none = np.empty(0, dtype=np.int64)
-    sample.write(ocol.numpy(), none, none if ei is None else ei.numpy(), 0 if layout is None else layout)
-    return CSR(orp, ocol, n), ei
+    if layout is None:
+        ocol = torch.empty(sample.nnz, dtype=csr.col.dtype)
+        sample.write(ocol.numpy(), none, none, 0)
+        return CSR(orp, ocol, n), None
+    ei = torch.empty((2, sample.nnz), dtype=torch.int64)
+    sample.write(np.empty(0, dtype=csr.col.numpy().dtype), none, ei.numpy(), layout)
+    return CSR(orp, ei[0 if layout == 0 else 1], n), ei
 
 
 def _rr_sample_two_pass(csr: CSR, p_true, p_false, seed: int, *, streams=(Stream.DPRR_TRUE, 0, Stream.DPRR_FALSE, 0),
