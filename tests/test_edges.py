@@ -394,6 +394,36 @@ def test_cpp_and_numba_bit_identical():
         assert k.edges_check_csr(csr.rowptr.numpy(), csr.col.numpy()) == 0
 
 
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="needs the C++ backend (ldpfast._C)")
+def test_locallap_sparse_round0_candidates_equal_the_dense_values(monkeypatch):
+    """locallap_edge_candidates (round 0, skip path: the candidates alone) gives exactly the
+    entries above LL_NOT_CAND of the dense locallap_edge_values and their values; and a run whose
+    round 0 went sparse and that needs later rounds (the dense values of round 0 rebuilt from
+    the same cells) equals the Numba backend's all-dense run."""
+    k = ldpfast._backend.get("cpu", "cpp")
+    g = random_graph(3000, 30000, 41)
+    rp, col = g.rowptr.numpy(), g.col.numpy()
+    t, s, one = 4096, 3, 8
+    for lo, p in ((9, 0.3), (12, 0.05), (40, 1e-4)):
+        dense = np.empty(col.size, dtype=np.int64)
+        k.locallap_edge_values(rp, col, 77, t, s, one, 0, lo, E._I64_MAX, p, dense)
+        idx, val = k.locallap_edge_candidates(rp, col, 77, t, s, one, lo, p)
+        want = np.nonzero(dense > E._I64_MIN + 1)[0]
+        assert want.size > 0 and np.array_equal(idx, want) and np.array_equal(val, dense[want])
+    with pytest.raises(ValueError, match="lo"):
+        k.locallap_edge_candidates(rp, col, 77, t, s, one, one, 0.5)  # lo - one < 1: not the skip path
+    calls = []
+    orig = k.locallap_edge_candidates
+    monkeypatch.setattr(k, "locallap_edge_candidates", lambda *a: calls.append(1) or orig(*a), raising=False)
+    small = random_graph(400, 3000, 6)
+    for kw in ({"_target": 5.0}, {"_target": 60.0, "_split_target": 30.0}):
+        a = E.local_laplace(small, 1.0, seed=12, backend="cpp", **kw)
+        b = E.local_laplace(small, 1.0, seed=12, backend="numba", **kw)
+        assert _same(a.noisy, b.noisy) and a.spent.params == b.spent.params
+        assert a.spent.params["threshold_rounds"] > 1
+    assert calls, "round 0 never took the sparse path: the test does not cover the rebuild"
+
+
 def _spec_rr_row(nb, i, n, pt, pf, seed):
     """Row i of the sparse sampler from the NumPy RNG twin (ldpfast.rng): true edges by
     bernoulli_words (one word each) in neighbour order, false positions by CellRng.geometric skips over the

@@ -35,10 +35,15 @@ LDP_HD int64_t geom_exact(CellRng& g, uint64_t t, uint64_t s) {
 
 // Bernoulli(exp(-num / den)) exactly for any num (den >= 1): floor(num / den) Bernoulli(e^-1)
 // trials, then one of exp(-(num mod den) / den), all of which must succeed (CKS, rng.h).
-LDP_HD bool bernoulli_exp_neg_any(CellRng& g, uint64_t num, uint64_t den) {
-    for (uint64_t k = num / den; k > 0; --k)
+// The quotient and remainder are taken once (ExpNeg) by callers that draw many.
+struct ExpNeg {
+    uint64_t whole, rem, den;
+};
+LDP_HD ExpNeg exp_neg_of(uint64_t num, uint64_t den) { return ExpNeg{num / den, num % den, den}; }
+LDP_HD bool bernoulli_exp_neg_any(CellRng& g, const ExpNeg& x) {
+    for (uint64_t k = x.whole; k > 0; --k)
         if (!g.bernoulli_exp_neg(1, 1)) return false;
-    return g.bernoulli_exp_neg(num % den, den);
+    return g.bernoulli_exp_neg(x.rem, x.den);
 }
 
 // Discrete Laplace (rate s/t per unit) conditioned on lo <= Y < hi; lo = I64_MIN and
@@ -237,12 +242,11 @@ constexpr uint32_t LL_TRUE_GAP_COL = 0x80000000u;  // gap cell of the true entri
 // (gaps from CellRng(seed, LOCALLAP, 2^40 + i, 2^31), as the zero candidates'), each candidate's
 // value lo + geometric (exact: L given L >= lo - one >= 1 is memoryless) from its own cell
 // (i, j); the other upper entries LL_NOT_CAND, the lower ones I64_MIN.
-template <class C>
-LDP_HD void ll_edge_row_skip(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s, int64_t lo,
-                             const GeomParams& gp, int64_t* w) {
+// The candidates alone: f(e, value) for each, e its index in nb (increasing).
+template <class C, class F>
+LDP_HD void ll_edge_skip_candidates(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s,
+                                    int64_t lo, const GeomParams& gp, F&& f) {
     const int64_t e0 = upper_index(nb, d, i);
-    for (int64_t e = 0; e < e0; ++e) w[e] = I64_MIN;
-    for (int64_t e = e0; e < d; ++e) w[e] = LL_NOT_CAND;
     const int64_t m = d - e0;
     if (m <= 0) return;
     CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, LL_TRUE_GAP_COL);
@@ -251,8 +255,17 @@ LDP_HD void ll_edge_row_skip(int64_t i, const C* nb, int64_t d, uint64_t seed, u
         if (g >= m - 1 - k) break;
         k += g + 1;
         CellRng gv(seed, STREAM_LOCALLAP, (uint64_t)i, (uint32_t)nb[e0 + k]);
-        w[e0 + k] = lo + geom_exact(gv, t, s);
+        f(e0 + k, lo + geom_exact(gv, t, s));
     }
+}
+
+template <class C>
+LDP_HD void ll_edge_row_skip(int64_t i, const C* nb, int64_t d, uint64_t seed, uint64_t t, uint64_t s, int64_t lo,
+                             const GeomParams& gp, int64_t* w) {
+    const int64_t e0 = upper_index(nb, d, i);
+    for (int64_t e = 0; e < e0; ++e) w[e] = I64_MIN;
+    for (int64_t e = e0; e < d; ++e) w[e] = LL_NOT_CAND;
+    ll_edge_skip_candidates(i, nb, d, seed, t, s, lo, gp, [&](int64_t e, int64_t v) { w[e] = v; });
 }
 
 // Row i of round rnd (out[0..d) aligned with nb): the skip path in round 0 when ll_edge_fast,
@@ -288,6 +301,7 @@ LDP_HD int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64
     CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
     const GeomParams gp = geom_params(pi);
     SkipMap<C> sm(ex, le, -1, i + 1);
+    const ExpNeg high = exp_neg_of(split ? (uint64_t)(hi - lo) * s : 0, t);
     int64_t k = -1, cnt = 0;
     for (;;) {
         const int64_t g = geom_draw(rg, gp);
@@ -295,7 +309,7 @@ LDP_HD int64_t ll_zero_row(int64_t i, int64_t n, const C* ex, int64_t le, uint64
         k += g + 1;
         if (fill) {
             const int64_t c = sm.map(k);
-            if (split && bernoulli_exp_neg_any(rv, (uint64_t)(hi - lo) * s, t))
+            if (split && bernoulli_exp_neg_any(rv, high))
                 emit(c, LL_HIGH);
             else
                 emit(c, dlap_band(rv, t, s, lo, hi));

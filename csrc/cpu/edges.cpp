@@ -497,6 +497,45 @@ static void locallap_edge_values(py::array rowptr, py::array col, uint64_t seed,
     });
 }
 
+// Round 0 on the skip path (ll_edge_fast) without the dense output: the candidates' indices in
+// col (increasing) and values, the same draws as locallap_edge_values (ll_edge_skip_candidates).
+// There are few (about T / n0 of the upper entries), so per-block vectors joined in order.
+static py::tuple locallap_edge_candidates(py::array rowptr, py::array col, uint64_t seed, uint64_t t, uint64_t s,
+                                          int64_t one, int64_t lo, double p) {
+    int64_t n = rowptr.size() - 1;
+    const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
+    if (t == 0 || s == 0) throw std::invalid_argument("t, s: expected >= 1");
+    if (!ll_edge_fast(0, lo, I64_MAX, one)) throw std::invalid_argument("lo: the skip path needs lo - one >= 1");
+    const GeomParams gp = geom_params(p);
+    std::vector<std::vector<int64_t>> idx, val;
+    with_index(col, "col", [&](auto c) {
+        py::gil_scoped_release nogil;
+        const std::vector<int64_t> cuts = row_blocks(n, [&](int64_t i) { return (double)(rp[i] - rp[0]) + (double)i; });
+        const int64_t nb = (int64_t)cuts.size() - 1;
+        idx.resize(nb);
+        val.resize(nb);
+        for_blocks(nb, [&](int64_t blk) {
+            for (int64_t i = cuts[blk]; i < cuts[blk + 1]; ++i)
+                ll_edge_skip_candidates(i, c + rp[i], rp[i + 1] - rp[i], seed, t, s, lo, gp, [&](int64_t e, int64_t v) {
+                    idx[blk].push_back(rp[i] + e);
+                    val[blk].push_back(v);
+                });
+        });
+    });
+    int64_t total = 0;
+    for (auto& v : idx) total += (int64_t)v.size();
+    carray<int64_t> oi(total), ov(total);
+    int64_t* pi = oi.mutable_data();
+    int64_t* pv = ov.mutable_data();
+    for (size_t b = 0; b < idx.size(); ++b) {
+        std::copy(idx[b].begin(), idx[b].end(), pi);
+        std::copy(val[b].begin(), val[b].end(), pv);
+        pi += idx[b].size();
+        pv += val[b].size();
+    }
+    return py::make_tuple(oi, ov);
+}
+
 // `split` needs lo >= 1 and (hi - lo) s < 2^63 (see ll_zero_row).
 static void check_split(bool split, int64_t lo, int64_t hi, uint64_t s) {
     if (split && !(lo >= 1 && hi > lo && (uint64_t)(hi - lo) <= (uint64_t)I64_MAX / s))
@@ -562,14 +601,14 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
 template <class C>
 static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
                            int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, RawBuf<C>& oc, RawBuf<int64_t>& ov,
-                           std::vector<int64_t>& pos) {
+                           std::vector<int64_t>& pos, GeomCache& geom) {
     int64_t skip = upper_index(ex, le, i);
     ex += skip;
     le -= skip;
     int64_t m = n - 1 - i - le;
     if (m <= 0 || pi <= 0.0) return;
     CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round);
-    const GeomParams gp = geom_params(pi);
+    const GeomParams& gp = geom.of(pi);  // every row has the same pi
     pos.clear();
     for (int64_t k = -1;;) {
         int64_t g = geom_draw(rg, gp);
@@ -581,11 +620,12 @@ static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64
     if (F == 0) return;
     CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
     SkipMap<C> sm(ex, le, -1, i + 1);
+    const ExpNeg high = exp_neg_of(split ? (uint64_t)(hi - lo) * s : 0, t);
     C* wc = oc.room(F);
     int64_t* wv = ov.room(F);
     for (int64_t f = 0; f < F; ++f) {
         wc[f] = (C)sm.map(pos[f]);
-        wv[f] = split && bernoulli_exp_neg_any(rv, (uint64_t)(hi - lo) * s, t) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
+        wv[f] = split && bernoulli_exp_neg_any(rv, high) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
     }
     oc.size += F;
     ov.size += F;
@@ -620,10 +660,11 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
         S->val.resize(nb);
         for_blocks(nb, [&](int64_t blk) {
             std::vector<int64_t> pos;
+            GeomCache geom;
             for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
                 const int64_t before = bc[blk].size;
                 ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, split, t, s, bc[blk],
-                                  S->val[blk], pos);
+                                  S->val[blk], pos, geom);
                 orp[i + 1] = bc[blk].size - before;
             }
         });
@@ -809,6 +850,8 @@ void register_edges(py::module_& m) {
           "LocalLap zero-entry candidates in one pass: out_rowptr prefix-summed; returns an EdgeSample with values");
     m.def("csr_to_edge_index", &csr_to_edge_index, "(2, nnz) int64 edge_index of a CSR: layout 0 (col, row), 1 (row, col)");
     m.def("locallap_edge_values", &locallap_edge_values, "LocalLap: noisy values of upper-triangular edges");
+    m.def("locallap_edge_candidates", &locallap_edge_candidates,
+          "LocalLap round 0, skip path: (indices, values) of the true upper entries that are candidates");
     m.def("locallap_zero", &locallap_zero, "LocalLap: zero-entry candidates above a threshold (count / fill)");
     m.def("csr_combine", &csr_combine, "Row-wise union / intersection / lower / upper of two CSRs (count / fill)");
     m.def("edges_check_csr", &edges_check_csr, "Flags: 1 range, 2 unsorted/duplicate, 4 self loop, 8 asymmetric");

@@ -230,8 +230,12 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     T = min(max(total_units // (2 * G1), 0), N)
     del noise
 
-    # true upper-triangular entries: 1 + noise (grid units), drawn round by round (ll_edge_value)
-    ones_val = torch.empty(col.numel(), dtype=torch.int64, device=dv)
+    # true upper-triangular entries: 1 + noise (grid units), drawn round by round (ll_edge_value).
+    # Round 0 on the skip path (the usual case) gives its few candidates alone (C++); the dense
+    # per-entry values are made only when a later round needs them (round 0's from the same draws).
+    ones_val = None
+    sparse0 = not on_dev and hasattr(k, "locallap_edge_candidates")
+    round0 = None
     E_u = csr.nnz // 2
     N0 = N - E_u
     base_target = T + 10.0 * math.sqrt(T) + 100.0 if _target is None else float(_target)  # tests force rounds
@@ -264,9 +268,20 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
         # true upper entries at or above the threshold (the others hold LL_NOT_CAND, entries
         # j <= i INT64_MIN: both below every candidate value)
         p_true = _tail(r2, lo - G2) if rnd == 0 and lo != _I64_MIN else 0.0  # (skip path's rate)
-        k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, rnd, lo, hi, p_true, arr(ones_val))
-        ones_cand = ones_val > _LL_NOT_CAND
-        ones_above = int(torch.count_nonzero(ones_cand))  # (a bool sum is 20x slower on CPU)
+        if sparse0 and rnd == 0 and hi == _I64_MAX and lo != _I64_MIN and lo - G2 >= 1:  # edges.h ll_edge_fast
+            i_np, v_np = k.locallap_edge_candidates(arr(rp), arr(col), seed, t2, s2, G2, lo, p_true)
+            idx, true_vals = torch.from_numpy(i_np), torch.from_numpy(v_np)
+            round0 = (lo, p_true)
+        else:
+            if ones_val is None:
+                ones_val = torch.empty(col.numel(), dtype=torch.int64, device=dv)
+                if round0 is not None:  # round 0 was sparse: its dense values first (same cells)
+                    k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, 0, round0[0], _I64_MAX, round0[1],
+                                           arr(ones_val))
+            k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, rnd, lo, hi, p_true, arr(ones_val))
+            idx = torch.nonzero(ones_val > _LL_NOT_CAND).flatten()
+            true_vals = ones_val[idx]
+        ones_above = idx.numel()
         if zero_count + ones_above >= T or tau == -math.inf:
             break
         # rare (probability < e^-50): lower the threshold; exclude this round's picks and draw
@@ -277,9 +292,8 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
 
     # candidates (row < col, value), in the order round 0, 1, ..., true edges (the tie-break
     # of _top_t_mask counts ties in this order); then the T largest
-    idx = torch.nonzero(ones_cand).flatten()
-    vals = torch.cat([zv for _, _, zv in rounds] + [ones_val[idx]])
-    del ones_val, ones_cand
+    vals = torch.cat([zv for _, _, zv in rounds] + [true_vals])
+    del ones_val, true_vals
     if split_at is not None:
         _resolve_high(vals, rounds[0][2].numel(), split_at, T, seed, t2, s2, k, arr)
     keep = _top_t_mask(vals, T, seed)
