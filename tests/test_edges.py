@@ -426,8 +426,9 @@ def test_locallap_sparse_round0_candidates_equal_the_dense_values(monkeypatch):
 
 def _spec_rr_row(nb, i, n, pt, pf, seed):
     """Row i of the sparse sampler from the NumPy RNG twin (ldpfast.rng): true edges by
-    bernoulli_words (one word each) in neighbour order, false positions by CellRng.geometric skips over the
-    n - 1 - d non-neighbours (stream DPRR_FALSE, col 0), the k-th mapped to its node id."""
+    bernoulli_words (one word each) in neighbour order, false positions by CellRng.geometric
+    skips over the n - 1 - d non-neighbours (stream DPRR_FALSE, col 0), the k-th mapped to its
+    node id."""
     from ldpfast import rng
     out = []
     rt = rng.CellRng(seed, Stream.DPRR_TRUE, i, 0)

@@ -11,17 +11,17 @@
 //
 // Sparse RR sampler (rr_row): user i's noisy list a~_i has, independently per j != i,
 //   P[a~_ij = 1] = p_true[i]  if a_ij = 1,     p_false[i] otherwise
-// (DPRR eq. 7: p_true = p q_i, p_false = (1-p) q_i; Warner RR: p, 1-p).  True edges get one
-// exact Bernoulli each (keep_true: one 32-bit word), drawn in neighbour order from CellRng(seed, stream_t, i, col_t); the
-// n-1-d_i non-neighbours are never enumerated: the positions of the false edges among them
-// are drawn by skip sampling (geometric gaps, CellRng(seed, stream_f, i, col_f); geom_draw in
-// rng.h: full support, each factor of the gap law within relative 2^-49 of Geometric's, so
-// every likelihood ratio is the product-of-Bernoulli(p_false) one up to e^(+-2^-46), audit
-// F5), and the k-th non-neighbour is mapped to its node id by merging with the sorted
-// exclusion list N(i) + {i}.  Work and memory O(d_i + output) per row.  edges_rr_sample draws
-// every row once into block buffers and writes the outputs (CSR and / or edge_index) after;
-// the two-pass kernels (*_count writes each row's size, Python prefix-sums it, *_fill
-// regenerates the same draws and writes the sorted rows) are kept as its reference.
+// (DPRR eq. 7: p_true = p q_i, p_false = (1-p) q_i; Warner RR: p, 1-p).  True edges get one exact
+// Bernoulli each (keep_true: one 32-bit word), drawn in neighbour order from CellRng(seed,
+// stream_t, i, col_t); the n-1-d_i non-neighbours are never enumerated: the positions of the false
+// edges among them are drawn by skip sampling (geometric gaps, CellRng(seed, stream_f, i, col_f);
+// geom_draw in rng.h: full support, each factor of the gap law within relative 2^-49 of
+// Geometric's, so every likelihood ratio is the product-of-Bernoulli(p_false) one up to
+// e^(+-2^-46), audit F5), and the k-th non-neighbour is mapped to its node id by merging with the
+// sorted exclusion list N(i) + {i}.  Work and memory O(d_i + output) per row.  edges_rr_sample
+// draws every row once into block buffers and writes the outputs (CSR and / or edge_index) after;
+// the two-pass kernels (*_count writes each row's size, Python prefix-sums it, *_fill regenerates
+// the same draws and writes the sorted rows) are kept as its reference.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -600,15 +600,14 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
 // same words as ll_zero_row).
 template <class C>
 static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
-                           int64_t lo, int64_t hi, bool split, uint64_t t, uint64_t s, RawBuf<C>& oc, RawBuf<int64_t>& ov,
-                           std::vector<int64_t>& pos, GeomCache& geom) {
+                           int64_t lo, int64_t hi, uint64_t t, uint64_t s, const GeomParams& gp, const ExpNeg* high,
+                           RawBuf<C>& oc, RawBuf<int64_t>& ov, std::vector<int64_t>& pos) {
     int64_t skip = upper_index(ex, le, i);
     ex += skip;
     le -= skip;
     int64_t m = n - 1 - i - le;
     if (m <= 0 || pi <= 0.0) return;
     CellRng rg(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round);
-    const GeomParams& gp = geom.of(pi);  // every row has the same pi
     pos.clear();
     for (int64_t k = -1;;) {
         int64_t g = geom_draw(rg, gp);
@@ -620,12 +619,11 @@ static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64
     if (F == 0) return;
     CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
     SkipMap<C> sm(ex, le, -1, i + 1);
-    const ExpNeg high = exp_neg_of(split ? (uint64_t)(hi - lo) * s : 0, t);
     C* wc = oc.room(F);
     int64_t* wv = ov.room(F);
     for (int64_t f = 0; f < F; ++f) {
         wc[f] = (C)sm.map(pos[f]);
-        wv[f] = split && bernoulli_exp_neg_any(rv, high) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
+        wv[f] = high && bernoulli_exp_neg_any(rv, *high) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
     }
     oc.size += F;
     ov.size += F;
@@ -644,6 +642,9 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
     S->n = n;
     S->rowptr = out_rowptr;
     S->has_val = true;
+    // the same for every row: the gap law and the split's exponent, taken once per call
+    const GeomParams gp = geom_params(pi);
+    const ExpNeg high = exp_neg_of(split ? (uint64_t)(hi - lo) * s : 0, t);
     with_index(excl_col, "excl_col", [&](auto ec) {
         using C = index_t<decltype(ec)>;
         S->wide = std::is_same_v<C, int64_t>;
@@ -660,11 +661,10 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
         S->val.resize(nb);
         for_blocks(nb, [&](int64_t blk) {
             std::vector<int64_t> pos;
-            GeomCache geom;
             for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
                 const int64_t before = bc[blk].size;
-                ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, split, t, s, bc[blk],
-                                  S->val[blk], pos, geom);
+                ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, gp,
+                                  split ? &high : nullptr, bc[blk], S->val[blk], pos);
                 orp[i + 1] = bc[blk].size - before;
             }
         });

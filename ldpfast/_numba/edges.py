@@ -92,7 +92,8 @@ def _excl_at(col, b, d, x, xpos, t):
 @jit
 def _keep_true_below(col, b, e, d, v, pt, stt, ocol, w0, cnt):
     """Decide row entries ``col[b + e]`` below ``v`` (the true cell's exact Bernoulli(pt), one
-    word each as edges.h keep_true, in neighbour order) and write the kept ones at ``ocol[w0 + cnt]``; returns ``(e, cnt)`` after them."""
+    word each as edges.h keep_true, in neighbour order) and write the kept ones at
+    ``ocol[w0 + cnt]``; returns ``(e, cnt)`` after them."""
     while e < d and col[b + e] < v:
         if pt >= 1.0 or (pt > 0.0 and R.bernoulli_words(stt, pt)):
             ocol[w0 + cnt] = col[b + e]
