@@ -820,6 +820,8 @@ def test_transforms_equal_their_mechanism_for_every_input_form():
             assert _same(got, ref.noisy)
             if "edge_index" in data and ref.symmetrize == "none":  # col is the output's column row
                 assert got.col.dtype == torch.int64 and got.col.data_ptr() == out.edge_index[0].data_ptr()
+            elif "edge_index" in data and cls is LocalLap:  # written as (row, col): its second row
+                assert got.col.dtype == torch.int64 and got.col.data_ptr() == out.edge_index[1].data_ptr()
             else:
                 assert got.col.dtype == ref.noisy.col.dtype
             if "edge_index" in data:
@@ -879,3 +881,76 @@ def test_shared_row_bodies_two_pass_equals_one_pass_with_public_rows_and_hubs(ba
         a = E._rr_sample(csr, pt, pf, 7, public=p_pub, backend=backend)
         b = E._rr_sample_two_pass(csr, pt, pf, 7, public=p_pub, backend=backend)
         assert _same(a, b)
+
+
+def _upper_sources(n, m, K, seed):
+    """K disjoint CSRs of upper entries (j > i, rows ascending) with random keep masks."""
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, n - 1, m)
+    j = i + 1 + (rng.random(m) * (n - 1 - i)).astype(np.int64)
+    key = np.unique(i * n + j)
+    part = rng.integers(0, K, key.size)
+    sources = []
+    for p in range(K):
+        kp = key[part == p]  # sorted: rows, then columns within a row
+        r, c = kp // n, kp % n
+        rp = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(rp, r + 1, 1)
+        keep = rng.random(kp.size) < 0.5  # trailing unkept entries in most rows
+        sources.append((torch.from_numpy(np.cumsum(rp)), torch.from_numpy(c), torch.from_numpy(keep)))
+    return sources, int(sum(int(s[2].sum()) for s in sources))
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="needs the C++ backend (ldpfast._C)")
+def test_locallap_symmetric_kernel_equals_union_transpose_combine(threads):
+    # LocalLap's output kernel (one count + fill over the sources) against the graph it
+    # replaces (masked CSRs, union, transpose, combine "lower"): same rowptr and columns, in
+    # both output modes, at 1 and 2 threads (the count sort's chunks: E >= 65536 gives 2)
+    from ldpfast.mechanisms.edges.laplace import _symmetric_output
+
+    k = ldpfast._backend.get("cpu", "cpp")
+    n = 4000
+    for K, m in ((1, 500), (3, 90000), (4, 200000)):
+        sources, T = _upper_sources(n, m, K, K)
+        ref, none = _symmetric_output(sources, T, n, None, "cpp", False)
+        assert none is None and ref.nnz == 2 * T and ref.col.dtype == torch.int32
+        for t in (1, 2):
+            threads(t)
+            got, none = _symmetric_output(sources, T, n, k, "cpp", False)
+            assert none is None and _same(got, ref) and got.col.dtype == torch.int32
+            got, ei = _symmetric_output(sources, T, n, k, "cpp", True)
+            assert torch.equal(got.rowptr, ref.rowptr) and torch.equal(got.col, ref.col.long())
+            assert got.col.data_ptr() == ei[1].data_ptr() and torch.equal(ei, ref.to_edge_index())
+
+
+@pytest.mark.skipif("cpp" not in BACKENDS, reason="needs the C++ backend (ldpfast._C)")
+def test_locallap_symmetric_kernel_refuses_bad_sources():
+    k = ldpfast._backend.get("cpu", "cpp")
+    n = 50
+    sources, T = _upper_sources(n, 300, 2, 7)
+    rps = [s[0].numpy() for s in sources]
+    cols = [s[1].to(torch.int32).numpy() for s in sources]
+    keeps = [s[2].numpy() for s in sources]
+    none = np.empty(0, dtype=np.int64)
+
+    def call(rps=rps, cols=cols, keeps=keeps, half=T):
+        k.locallap_symmetric(rps, cols, keeps, half, np.empty(n + 1, dtype=np.int64),
+                             np.empty(2 * half, dtype=np.int32), none)
+
+    call()
+    with pytest.raises(ValueError, match="expected " + str(T + 1)):
+        call(half=T + 1)
+    low = cols[0].copy()
+    first = int(np.flatnonzero(keeps[0])[0])
+    low[first] = 0  # a kept entry below the diagonal (row >= 0): j <= i
+    row = int(np.searchsorted(rps[0], first, side="right")) - 1
+    if row == 0:
+        low[first] = n  # row 0 has nothing below it: out of range instead
+    with pytest.raises(ValueError, match="above the diagonal"):
+        call(cols=[low, cols[1]])
+    with pytest.raises(ValueError, match="same number"):
+        call(keeps=keeps[:1])
+    bad_rp = rps[0].copy()
+    bad_rp[n] += 1
+    with pytest.raises(ValueError, match="from 0 to len"):
+        call(rps=[bad_rp, rps[1]])

@@ -38,6 +38,8 @@
 #include <sys/mman.h>  // RawBuf maps its pages directly
 #endif
 
+#include <pybind11/stl.h>  // std::vector<py::array> arguments (locallap_symmetric)
+
 #include "../common/edges.h"
 #include "../common/graph.h"
 #include "buffers.h"
@@ -675,6 +677,145 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
     return S;
 }
 
+// ---- LocalLap output: kept upper entries -> symmetric graph, one kernel -------------------------
+// The kept upper triangle U is the union of disjoint sources (each round's zero picks, the true
+// candidates): each a CSR of upper entries (j > i, sorted within a row) with a keep mask.  The
+// output is U + U^T with row i = (U^T row i, ascending) then (U row i, ascending), the graph
+// _csr_combine(transpose(U), U, "lower") builds, written in two passes over the sources (count,
+// fill) instead of five over intermediate CSRs.  The lower halves are a counting sort by column
+// with per-chunk cursors (bucket_starts' scheme: chunk t's rows land after chunk t-1's in every
+// row), so the output never depends on the thread count.  Outputs: rowptr, and either the (2, nnz)
+// int64 edge_index (layout 1, (row, col); its second row is then the CSR's col) or col alone.
+// Row i of U, ascending, at w: the kept entries of every source appended (a branch-free filtered
+// copy), then sorted when more than one source has entries in the row (rare: the true candidates).
+// The copy writes every entry at w[q] and advances q only on a kept one, so it stops once the row's
+// `cap` kept entries are in: a write at w[cap] would land in the next row's lower half.
+template <class C, class W>
+static void ll_upper_row(int64_t i, int K, const std::vector<const int64_t*>& rps, const std::vector<const C*>& cols,
+                         const std::vector<const bool*>& keeps, W* w, int64_t cap) {
+    int64_t q = 0;
+    int nonempty = 0;
+    for (int p = 0; p < K && q < cap; ++p) {
+        const int64_t a = rps[p][i], z = rps[p][i + 1];
+        nonempty += a < z;
+        const C* cp = cols[p];
+        const bool* kp = keeps[p];
+        for (int64_t k = a; k < z && q < cap; ++k) {
+            w[q] = (W)cp[k];
+            q += kp[k];
+        }
+    }
+    if (nonempty > 1) std::sort(w, w + q);
+}
+
+template <class C>
+static void ll_symmetric_t(int64_t n, const std::vector<const int64_t*>& rps, const std::vector<const C*>& cols,
+                           const std::vector<const bool*>& keeps, int64_t half, int64_t* orp, C* oc, int64_t* ei) {
+    const int K = (int)rps.size();
+    std::vector<int64_t> w(n + 1, 0);  // row weights: source entries, for the chunk cut
+    for (int64_t i = 0; i <= n; ++i)
+        for (int p = 0; p < K; ++p) w[i] += rps[p][i];
+    const int64_t E = w[n];
+    // chunks: the threads, fewer when the cursors (n int64 each) would outweigh the output
+    int nt = (int)std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), (4 * half) / std::max<int64_t>(1, n)));
+    if (E < 65536) nt = 1;
+    std::vector<int64_t> rcut(nt + 1, n);
+    rcut[0] = 0;
+    for (int t = 1; t < nt; ++t) rcut[t] = std::lower_bound(w.begin(), w.begin() + n, E * t / nt) - w.begin();
+    std::vector<std::vector<int64_t>> cur(nt);
+    std::vector<int64_t>& up = w;  // reused: up[i] = |U row i|, then the start of row i's upper half
+    std::vector<char> bad(nt, 0);
+    parallel_for(nt, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t) {
+            cur[t].assign(n, 0);
+            int64_t* c = cur[t].data();
+            for (int64_t i = rcut[t]; i < rcut[t + 1]; ++i) {
+                int64_t u = 0;
+                for (int p = 0; p < K; ++p)
+                    for (int64_t k = rps[p][i]; k < rps[p][i + 1]; ++k) {
+                        if (!keeps[p][k]) continue;
+                        const int64_t j = (int64_t)cols[p][k];
+                        if (j <= i || j >= n) {  // not an upper entry: would write out of bounds
+                            bad[t] = 1;
+                            return;
+                        }
+                        ++c[j];
+                        ++u;
+                    }
+                up[i] = u;
+            }
+        }
+    }, 1);
+    for (char f : bad)
+        if (f) throw std::invalid_argument("cols: a kept entry is not above the diagonal (j <= i or j >= n)");
+    orp[0] = 0;  // serial O(nt n): counts -> cursors in place, then rowptr
+    for (int64_t j = 0; j < n; ++j) {
+        int64_t pos = orp[j];
+        for (int t = 0; t < nt; ++t) {
+            const int64_t c = cur[t][j];
+            cur[t][j] = pos;
+            pos += c;
+        }
+        orp[j + 1] = pos + up[j];
+        up[j] = pos;
+    }
+    if (orp[n] != 2 * half) throw std::invalid_argument("keep: the sources keep " + std::to_string(orp[n] / 2) +
+                                                        " entries, expected " + std::to_string(half));
+    int64_t* e_row = ei;
+    C* o_col = oc;  // exactly one of (ei, oc): the columns go to ei's second row or to oc
+    int64_t* e_col = ei ? ei + orp[n] : nullptr;
+    parallel_for(nt, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t) {
+            int64_t* c = cur[t].data();
+            for (int64_t i = rcut[t]; i < rcut[t + 1]; ++i) {
+                if (e_row) std::fill(e_row + orp[i], e_row + orp[i + 1], i);
+                const int64_t u0 = up[i], u1 = orp[i + 1];
+                if (e_col) {
+                    ll_upper_row(i, K, rps, cols, keeps, e_col + u0, u1 - u0);
+                    for (int64_t x = u0; x < u1; ++x) e_col[c[e_col[x]]++] = i;  // (j, i): the lower halves
+                } else {
+                    ll_upper_row(i, K, rps, cols, keeps, o_col + u0, u1 - u0);
+                    for (int64_t x = u0; x < u1; ++x) o_col[c[(int64_t)o_col[x]]++] = (C)i;
+                }
+            }
+        }
+    }, 1);
+}
+
+static void locallap_symmetric(std::vector<py::array> rowptrs, std::vector<py::array> cols, std::vector<py::array> keeps,
+                               int64_t half, py::array out_rowptr, py::array out_col, py::array out_ei) {
+    const size_t K = rowptrs.size();
+    if (K == 0 || cols.size() != K || keeps.size() != K)
+        throw std::invalid_argument("rowptrs, cols, keeps: expected the same number (>= 1) of sources");
+    const int64_t n = (int64_t)out_rowptr.size() - 1;
+    if (n < 0 || half < 0) throw std::invalid_argument("out_rowptr, half: expected n + 1 >= 1 entries and half >= 0");
+    std::vector<const int64_t*> rps(K);
+    std::vector<const bool*> kp(K);
+    for (size_t p = 0; p < K; ++p) {
+        check_size(rowptrs[p], n + 1, "rowptrs[p]");
+        rps[p] = cdata_ptr<int64_t>(rowptrs[p], "rowptrs[p]");
+        if (rps[p][0] != 0 || rps[p][n] != (int64_t)cols[p].size())
+            throw std::invalid_argument("rowptrs[p]: must run from 0 to len(cols[p])");
+        for (int64_t i = 0; i < n; ++i)
+            if (rps[p][i + 1] < rps[p][i]) throw std::invalid_argument("rowptrs[p]: must be non-decreasing");
+        check_size(keeps[p], (int64_t)cols[p].size(), "keeps[p]");
+        kp[p] = cdata_ptr<bool>(keeps[p], "keeps[p] (bool)");
+    }
+    int64_t* orp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
+    const bool to_ei = out_ei.size() != 0;
+    if (to_ei) check_size(out_ei, 4 * half, "out_ei");
+    else check_size(out_col, 2 * half, "out_col");
+    int64_t* ei = to_ei ? data_ptr<int64_t>(out_ei, "out_ei", true) : nullptr;
+    with_index(cols[0], "cols[0]", [&](auto c0) {
+        using C = index_t<decltype(c0)>;
+        std::vector<const C*> cp(K);
+        for (size_t p = 0; p < K; ++p) cp[p] = cdata_ptr<C>(cols[p], "cols[p] (same dtype as cols[0])");
+        C* oc = like_index<C>(out_col, "out_col (same dtype as cols[0])", !to_ei);
+        py::gil_scoped_release nogil;
+        ll_symmetric_t<C>(n, rps, cp, kp, half, orp, oc, ei);
+    });
+}
+
 // ---- server side: combine, checks ------------------------------------------------------------
 template <class C>
 static void combine_t(int64_t n, const int64_t* ra, const C* ca, const int64_t* rb, const C* cb, int mode,
@@ -853,6 +994,10 @@ void register_edges(py::module_& m) {
     m.def("locallap_edge_candidates", &locallap_edge_candidates,
           "LocalLap round 0, skip path: (indices, values) of the true upper entries that are candidates");
     m.def("locallap_zero", &locallap_zero, "LocalLap: zero-entry candidates above a threshold (count / fill)");
+    m.def("locallap_symmetric", &locallap_symmetric, py::arg("rowptrs"), py::arg("cols"), py::arg("keeps"),
+          py::arg("half"), py::arg("out_rowptr"), py::arg("out_col"), py::arg("out_ei"),
+          "LocalLap output: the kept entries of disjoint upper-triangular sources, symmetrised, into rowptr and "
+          "col or a (2, nnz) int64 edge_index (row, col) (empty array: not written)");
     m.def("csr_combine", &csr_combine, "Row-wise union / intersection / lower / upper of two CSRs (count / fill)");
     m.def("edges_check_csr", &edges_check_csr, "Flags: 1 range, 2 unsorted/duplicate, 4 self loop, 8 asymmetric");
     m.def("edges_sorted_csr", &edges_sorted_csr,

@@ -194,7 +194,7 @@ class LocalLap(ReportOnce):
     def forward(self, data):
         eps = check_eps("eps", self.eps)
         seed, csr = _prepare(self, data)
-        res = _edges._local_laplace(csr, eps, seed, self.backend)
+        res = _edges._local_laplace(csr, eps, seed, self.backend, edge_index=_wants_edge_index(data))
         self.last_result = res
         return _apply(data, res)
 

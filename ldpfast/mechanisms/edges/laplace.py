@@ -196,10 +196,12 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
 
 
 def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_000_000,
-                   _target=None, _split_target=None) -> EdgeLDPResult:
+                   _target=None, _split_target=None, edge_index: bool = False) -> EdgeLDPResult:
     """:func:`local_laplace` on a checked CSR and ``eps``.  A CUDA graph stays on the device:
     the kernels run there, the candidates and the top-T selection too (``_top_t_mask``); the
-    host reads sizes and counts only (T, each round's number of candidates, the ties)."""
+    host reads sizes and counts only (T, each round's number of candidates, the ties).
+    ``edge_index``: also build :attr:`EdgeLDPResult.edge_index` with the output (CPU; the
+    CSR's col is then its int64 second row, a view)."""
     n = csr.num_nodes
     max_dense_entries = check_int("max_dense_entries", max_dense_entries, lo=0)
     seed = resolve_seed(seed)
@@ -297,28 +299,61 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     if split_at is not None:
         _resolve_high(vals, rounds[0][2].numel(), split_at, T, seed, t2, s2, k, arr)
     keep = _top_t_mask(vals, T, seed)
-    # each source's kept entries as a CSR (rows sorted); the sources are disjoint (a round
-    # excludes the true edges and earlier picks), so their union is the kept upper triangle U
-    kept, off = [], 0
+    n_cand = int(vals.shape[0])
+    del vals
+    # the sources of candidates, each a CSR of upper entries with its slice of keep; they are
+    # disjoint (a round excludes the true edges and earlier picks), so the union of their kept
+    # entries is the kept upper triangle U, T entries
+    sources, off = [], 0
     for orp, zc, _ in rounds:
-        kept.append(_masked_csr(orp, zc, keep[off:off + zc.numel()], n))
+        sources.append((orp, zc, keep[off:off + zc.numel()]))
         off += zc.numel()
-    kept.append(_masked_csr(torch.searchsorted(idx, rp), col[idx], keep[off:], n))
-    U = kept[0]
-    for part in kept[1:]:
-        U = _csr_union(U, part, backend)
-    if n <= INT32_MAX and U.col.dtype != torch.int32:  # as to_csr would store it
-        U = CSR(U.rowptr, U.col.to(torch.int32), n)
-    # undirected output: row i = (U^T row i, all < i) then (U row i, all > i)
-    out = _csr_combine(graph_transpose(U, backend=backend), U, _COMBINE_MODE["lower"], backend)
+    sources.append((torch.searchsorted(idx, rp), col[idx], keep[off:]))
+    out, ei = _symmetric_output(sources, T, n, k, backend, edge_index and not on_dev)
     spent = Spent(
         mechanism="locallap", target="edges", eps=eps1_used + eps2_used, guarantee=_GUARANTEE,
         params={"eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "eps2_used": eps2_used,
                 "granularity_degree": g1, "granularity_entries": g2, "T": T, "n": n,
-                "threshold": lo, "threshold_rounds": len(rounds), "candidates": int(vals.shape[0])},
+                "threshold": lo, "threshold_rounds": len(rounds), "candidates": n_cand},
     )
-    return EdgeLDPResult(noisy=out, noisy_degrees=out.degrees(), d_star=d_star, q=None,
-                         spent=spent, symmetrize="symmetric", backend=_backend.resolve(dev, backend))
+    res = EdgeLDPResult(noisy=out, noisy_degrees=out.degrees(), d_star=d_star, q=None,
+                        spent=spent, symmetrize="symmetric", backend=_backend.resolve(dev, backend))
+    res._edge_index = ei
+    return res
+
+
+def _symmetric_output(sources, T: int, n: int, k, backend, edge_index: bool):
+    """The undirected output graph ``U + U^T`` (row i: ``U^T`` row i, all ``< i``, then ``U`` row
+    i, all ``> i``) of the kept entries of ``sources`` (``(rowptr, col, keep)``, disjoint upper
+    triangles, ``T`` kept in all), and its ``(2, 2T)`` edge_index ``(row, col)`` when
+    ``edge_index`` (else None).
+
+    On the CPU one C++ kernel (``locallap_symmetric``) reads the sources twice and writes the
+    rowptr and the columns, or the edge_index whose second row is then the CSR's col (a view,
+    int64).  Elsewhere (CUDA, Numba) the same graph from masked CSRs, their union, a transpose
+    and a row-wise combine."""
+    small = n <= INT32_MAX  # int32 columns, as to_csr would store them
+    if hasattr(k, "locallap_symmetric") and _backend.device_of(sources[0][0]) == "cpu":
+        cdt = torch.int32 if small else torch.int64
+        rps = [rp_.contiguous().numpy() for rp_, _, _ in sources]
+        cols = [c.to(cdt).contiguous().numpy() for _, c, _ in sources]
+        keeps = [m.contiguous().numpy() for _, _, m in sources]
+        orp = torch.empty(n + 1, dtype=torch.int64)
+        if edge_index:
+            ei = torch.empty((2, 2 * T), dtype=torch.int64)
+            k.locallap_symmetric(rps, cols, keeps, T, orp.numpy(), np.empty(0, dtype=cols[0].dtype), ei.numpy())
+            return CSR(orp, ei[1], n), ei
+        oc = torch.empty(2 * T, dtype=cdt)
+        k.locallap_symmetric(rps, cols, keeps, T, orp.numpy(), oc.numpy(), np.empty(0, dtype=np.int64))
+        return CSR(orp, oc, n), None
+    kept = [_masked_csr(rp_, c, m, n) for rp_, c, m in sources]
+    U = kept[0]
+    for part in kept[1:]:
+        U = _csr_union(U, part, backend)
+    if small and U.col.dtype != torch.int32:
+        U = CSR(U.rowptr, U.col.to(torch.int32), n)
+    out = _csr_combine(graph_transpose(U, backend=backend), U, _COMBINE_MODE["lower"], backend)
+    return out, None
 
 
 
