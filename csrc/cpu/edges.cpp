@@ -761,25 +761,29 @@ static void ll_symmetric_t(int64_t n, const std::vector<const int64_t*>& rps, co
     }
     if (orp[n] != 2 * half) throw std::invalid_argument("keep: the sources keep " + std::to_string(orp[n] / 2) +
                                                         " entries, expected " + std::to_string(half));
-    int64_t* e_row = ei;
-    C* o_col = oc;  // exactly one of (ei, oc): the columns go to ei's second row or to oc
-    int64_t* e_col = ei ? ei + orp[n] : nullptr;
+    // edge_index: the columns are scattered as C into ei's first row (2T C fit in 2T int64), then
+    // widened into the second row and the first row filled with the row ids, in two parallel
+    // passes: the scatter then works on half the bytes (int32), as in the col output
+    C* o_col = ei ? reinterpret_cast<C*>(ei) : oc;
     parallel_for(nt, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             int64_t* c = cur[t].data();
             for (int64_t i = rcut[t]; i < rcut[t + 1]; ++i) {
-                if (e_row) std::fill(e_row + orp[i], e_row + orp[i + 1], i);
                 const int64_t u0 = up[i], u1 = orp[i + 1];
-                if (e_col) {
-                    ll_upper_row(i, K, rps, cols, keeps, e_col + u0, u1 - u0);
-                    for (int64_t x = u0; x < u1; ++x) e_col[c[e_col[x]]++] = i;  // (j, i): the lower halves
-                } else {
-                    ll_upper_row(i, K, rps, cols, keeps, o_col + u0, u1 - u0);
-                    for (int64_t x = u0; x < u1; ++x) o_col[c[(int64_t)o_col[x]]++] = (C)i;
-                }
+                ll_upper_row(i, K, rps, cols, keeps, o_col + u0, u1 - u0);
+                for (int64_t x = u0; x < u1; ++x) o_col[c[(int64_t)o_col[x]]++] = (C)i;  // (j, i): lower halves
             }
         }
     }, 1);
+    if (!ei) return;
+    const int64_t nnz = orp[n];
+    int64_t* e_col = ei + nnz;
+    parallel_for(nnz, [&](int64_t b, int64_t e, int) {
+        for (int64_t x = b; x < e; ++x) e_col[x] = (int64_t)o_col[x];
+    });
+    parallel_for_weighted(n, orp, [&](int64_t b, int64_t e, int) {  // overwrites o_col: after the widening
+        for (int64_t i = b; i < e; ++i) std::fill(ei + orp[i], ei + orp[i + 1], i);
+    });
 }
 
 static void locallap_symmetric(std::vector<py::array> rowptrs, std::vector<py::array> cols, std::vector<py::array> keeps,
