@@ -905,12 +905,13 @@ def _upper_sources(n, m, K, seed):
 def test_locallap_symmetric_kernel_equals_union_transpose_combine(threads):
     # LocalLap's output kernel (one count + fill over the sources) against the graph it
     # replaces (masked CSRs, union, transpose, combine "lower"): same rowptr and columns, in
-    # both output modes, at 1 and 2 threads (the count sort's chunks: E >= 65536 gives 2)
+    # both output modes, at 1 and 2 threads (the count sort's chunks: E >= 65536 gives 2), with
+    # the lower halves through 1, 2 and about 10 row buckets (one per 2^16 output entries)
     from ldpfast.mechanisms.edges.laplace import _symmetric_output
 
     k = ldpfast._backend.get("cpu", "cpp")
     n = 4000
-    for K, m in ((1, 500), (3, 90000), (4, 200000)):
+    for K, m in ((1, 500), (3, 90000), (4, 200000), (2, 1400000)):
         sources, T = _upper_sources(n, m, K, K)
         ref, none = _symmetric_output(sources, T, n, None, "cpp", False)
         assert none is None and ref.nnz == 2 * T and ref.col.dtype == torch.int32
