@@ -235,7 +235,7 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     # true upper-triangular entries: 1 + noise (grid units), drawn round by round (ll_edge_value).
     # Round 0 on the skip path (the usual case) gives its few candidates alone (C++); the dense
     # per-entry values are made only when a later round needs them (round 0's from the same draws).
-    ones_val = None
+    ones_val, cand = None, None
     sparse0 = not on_dev and hasattr(k, "locallap_edge_candidates")
     round0 = None
     E_u = csr.nnz // 2
@@ -255,20 +255,9 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
             split_at = _split_point(r2, s2, N0, E_u, G2, lo, T, _split_target)
             zhi = _I64_MAX if split_at is None else split_at
         split = split_at is not None and not rounds
-        if on_dev:
-            orp, zc, zv = k.locallap_zero(excl.rowptr.contiguous(), excl.col.contiguous(), seed, rnd, pi, lo, zhi,
-                                          split, t2, s2)
-        else:
-            orp = torch.empty(n + 1, dtype=torch.int64)
-            erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
-            sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, zhi, split, t2, s2, orp.numpy())
-            zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
-            zv = torch.empty(sample.nnz, dtype=torch.int64)
-            sample.write(zc.numpy(), zv.numpy(), np.empty(0, dtype=np.int64), 0)
-        rounds.append((orp, zc, zv))
-        zero_count += zc.numel()
         # true upper entries at or above the threshold (the others hold LL_NOT_CAND, entries
-        # j <= i INT64_MIN: both below every candidate value)
+        # j <= i INT64_MIN: both below every candidate value); first, so that the zero picks'
+        # values can be written in front of them (separate cells: the order changes no draw)
         p_true = _tail(r2, lo - G2) if rnd == 0 and lo != _I64_MIN else 0.0  # (skip path's rate)
         if sparse0 and rnd == 0 and hi == _I64_MAX and lo != _I64_MIN and lo - G2 >= 1:  # edges.h ll_edge_fast
             i_np, v_np = k.locallap_edge_candidates(arr(rp), arr(col), seed, t2, s2, G2, lo, p_true)
@@ -283,6 +272,22 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
             k.locallap_edge_values(arr(rp), arr(col), seed, t2, s2, G2, rnd, lo, hi, p_true, arr(ones_val))
             idx = torch.nonzero(ones_val > _LL_NOT_CAND).flatten()
             true_vals = ones_val[idx]
+        if on_dev:
+            orp, zc, zv = k.locallap_zero(excl.rowptr.contiguous(), excl.col.contiguous(), seed, rnd, pi, lo, zhi,
+                                          split, t2, s2)
+        else:
+            orp = torch.empty(n + 1, dtype=torch.int64)
+            erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
+            sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, zhi, split, t2, s2, orp.numpy())
+            zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
+            # the candidate values in one buffer, this round's true ones last: with one round
+            # (the usual case) it is the candidate array, with no concatenation
+            cand = torch.empty(sample.nnz + true_vals.numel(), dtype=torch.int64)
+            zv = cand[:sample.nnz]
+            sample.write(zc.numpy(), zv.numpy(), np.empty(0, dtype=np.int64), 0)
+            cand[sample.nnz:] = true_vals
+        rounds.append((orp, zc, zv))
+        zero_count += zc.numel()
         ones_above = idx.numel()
         if zero_count + ones_above >= T or tau == -math.inf:
             break
@@ -294,8 +299,11 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
 
     # candidates (row < col, value), in the order round 0, 1, ..., true edges (the tie-break
     # of _top_t_mask counts ties in this order); then the T largest
-    vals = torch.cat([zv for _, _, zv in rounds] + [true_vals])
-    del ones_val, true_vals
+    if len(rounds) == 1 and cand is not None:
+        vals = cand  # zero values then true values, written in place
+    else:
+        vals = torch.cat([zv for _, _, zv in rounds] + [true_vals])
+    del ones_val, true_vals, cand
     if split_at is not None:
         _resolve_high(vals, rounds[0][2].numel(), split_at, T, seed, t2, s2, k, arr)
     keep = _top_t_mask(vals, T, seed)
