@@ -154,6 +154,17 @@ struct RawBuf {
         o.p = nullptr;
         o.size = o.cap = 0;
     }
+    RawBuf& operator=(RawBuf&& o) noexcept {
+        if (this != &o) {
+            release();
+            p = o.p;
+            size = o.size;
+            cap = o.cap;
+            o.p = nullptr;
+            o.size = o.cap = 0;
+        }
+        return *this;
+    }
     ~RawBuf() { release(); }
     T* room(int64_t extra) {  // `extra` writable slots after the end
         if (size + extra > cap) grow(std::max<int64_t>(size + extra, cap + cap / 2 + 64));
@@ -336,7 +347,9 @@ static void rr_sample_t(const RRArgs& A, const int64_t* rp, const C* col, int64_
     for_blocks(nb, [&](int64_t blk) {
         RowScratch<C> s;
         std::vector<C> kbuf;
-        RawBuf<C>& out = bufs[blk];
+        // filled in a local and moved in at the end: the RawBufs of neighbouring blocks share a
+        // cache line, and writing their sizes row by row from two threads made it bounce
+        RawBuf<C> out;
         double expect = 0.0;  // reserve the expected size (+ 4 sd): usually no regrowth
         for (int64_t i = S.cuts[blk]; i < S.cuts[blk + 1]; ++i) {
             double d = (double)(rp[i + 1] - rp[i]);
@@ -348,6 +361,7 @@ static void rr_sample_t(const RRArgs& A, const int64_t* rp, const C* col, int64_
             rr_row_append(A, i, col + rp[i], rp[i + 1] - rp[i], out, s, kbuf);
             orp[i + 1] = out.size - before;
         }
+        bufs[blk] = std::move(out);
     });
     orp[0] = 0;
     for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
@@ -663,12 +677,16 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
         S->val.resize(nb);
         for_blocks(nb, [&](int64_t blk) {
             std::vector<int64_t> pos;
+            RawBuf<C> oc;  // locals, moved in at the end (no false sharing: see rr_sample_t)
+            RawBuf<int64_t> ov;
             for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
-                const int64_t before = bc[blk].size;
+                const int64_t before = oc.size;
                 ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, gp,
-                                  split ? &high : nullptr, bc[blk], S->val[blk], pos);
-                orp[i + 1] = bc[blk].size - before;
+                                  split ? &high : nullptr, oc, ov, pos);
+                orp[i + 1] = oc.size - before;
             }
+            bc[blk] = std::move(oc);
+            S->val[blk] = std::move(ov);
         });
         orp[0] = 0;
         for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
