@@ -265,8 +265,8 @@ struct RowScratch {
 
 // Row i appended, sorted, to `out`: the same draws as rr_row_fill, reordered by cell (the true
 // cell's Bernoullis in neighbour order, the false cell's gaps in position order).  The k-th
-// non-neighbour is k + #{t : excl[t] - t <= k} (excl = N(i) + {i}, sorted), computed by a
-// merge whose only branch is the loop test.
+// non-neighbour is k + #{t : excl[t] - t <= k} (excl = N(i) + {i}, sorted), counted for each k
+// alone when the list is short, else by a merge whose only branch is the loop test.
 template <class C>
 static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, RawBuf<C>& out, RowScratch<C>& s,
                           std::vector<C>& kbuf) {
@@ -284,9 +284,10 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
         if ((int64_t)kbuf.size() < d) kbuf.resize(d);
         C* kb = kbuf.data();
         CellRng rt = true_cell(A, i);
+        const BernoulliWords keep(pt);  // keep_true's draws, its first digit taken once per row
         for (int64_t e = 0; e < d; ++e) {
             kb[nk] = nb[e];
-            nk += keep_true(rt, pt) ? 1 : 0;
+            nk += keep(rt) ? 1 : 0;
         }
         kept = kb;
     }
@@ -311,13 +312,28 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
             s.ids.resize(F);
             wc = s.ids.data();
         }
-        int64_t t = 0, f = 0;
-        while (f < F) {
-            const int64_t k = pos[f];
-            const bool adv = b[t] <= k;
-            wc[f] = (C)(k + t);  // rewritten until f moves on
-            t += adv;
-            f += !adv;
+        if (d < 60 && A.n <= std::numeric_limits<int32_t>::max()) {
+            // short exclusion lists: t counted for each k on its own (a vectorised compare over
+            // the padded list), no chain of dependent loads from one step of the merge to the next
+            alignas(16) int32_t b32[64];
+            const int64_t nt = (d + 1 + 3) & ~(int64_t)3;
+            for (int64_t t = 0; t <= d; ++t) b32[t] = (int32_t)b[t];
+            for (int64_t t = d + 1; t < nt; ++t) b32[t] = std::numeric_limits<int32_t>::max();
+            for (int64_t f = 0; f < F; ++f) {
+                const int32_t k = (int32_t)pos[f];
+                int32_t cnt = 0;
+                for (int64_t t = 0; t < nt; ++t) cnt += b32[t] <= k;
+                wc[f] = (C)(pos[f] + cnt);
+            }
+        } else {
+            int64_t t = 0, f = 0;
+            while (f < F) {
+                const int64_t k = pos[f];
+                const bool adv = b[t] <= k;
+                wc[f] = (C)(k + t);  // rewritten until f moves on
+                t += adv;
+                f += !adv;
+            }
         }
     }
     if (nk > 0) {  // both sorted, disjoint (kept is in N(i), the others are not)
