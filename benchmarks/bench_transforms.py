@@ -304,7 +304,8 @@ def main(argv=None) -> int:
                "added_rss_mib": m["peak_rss_mib"] - m["base_rss_mib"]}
         rows.append(row)
         print(f"[bench_transforms] {name}: {m['median_s']:.3f} s -> {row['M_input_edges_per_s']:.1f} M edges/s "
-              f"(cpu {m['cpu_median_s']:.2f} s, peak RSS {m['peak_rss_mib']:.0f} MiB, "
+              f"(cpu {m['cpu_median_s']:.2f} s of which sys {m['sys_median_s']:.2f} s, "
+              f"{m['minor_faults_median'] / 1e3:.0f}k page faults, peak RSS {m['peak_rss_mib']:.0f} MiB, "
               f"load {m['loadavg_1m']:.2f})", flush=True)
     before = timed.get("DPRR before (Data edge_index)")
     if before:

@@ -120,7 +120,10 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeat: int = 5, warm
     with back-to-back blocks of repeats.  ``only`` gives ``(repeat, warmup)`` overrides for
     very slow implementations.  Returns per name the ``time_call`` fields, plus
     ``cpu_median_s`` (process CPU time, all threads: insensitive to time spent waiting for a
-    core, but counts spinning threads) and the mean 1-minute load during its calls.
+    core, but counts spinning threads), ``sys_median_s`` (its kernel part) and
+    ``minor_faults_median`` (first touches of fresh pages: on a VM that hands freed memory
+    back to its host each costs several microseconds, see :func:`vm_memory_notes`) and the
+    mean 1-minute load during its calls.
     """
     if repeat < 1:
         raise ValueError(f"repeat: expected >= 1, got {repeat}")
@@ -135,6 +138,8 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeat: int = 5, warm
     peak = {k: 0.0 for k in fns}
     base = {k: float("nan") for k in fns}
     load: dict[str, list[float]] = {k: [] for k in fns}
+    sys_t: dict[str, list[float]] = {k: [] for k in fns}
+    flt: dict[str, list[int]] = {k: [] for k in fns}
     for rnd in range(max((r for r, _ in plan.values()), default=0)):
         for k, fn in fns.items():
             if rnd >= plan[k][0]:
@@ -143,17 +148,46 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeat: int = 5, warm
             if rnd == 0:
                 base[k] = current_rss_mib()
             _reset_peak()
+            r0 = _rusage()
             c0, t0 = time.process_time(), time.perf_counter()
             fn()
             wall[k].append(time.perf_counter() - t0)
             cpu[k].append(time.process_time() - c0)
+            r1 = _rusage()
+            sys_t[k].append(r1[0] - r0[0])
+            flt[k].append(r1[1] - r0[1])
             peak[k] = max(peak[k], current_peak_rss_mib())
             load[k].append(load_average()[0])
     return {k: {"median_s": statistics.median(wall[k]), "min_s": min(wall[k]),
                 "max_s": max(wall[k]), "repeat": len(wall[k]),
                 "cpu_median_s": statistics.median(cpu[k]), "peak_rss_mib": peak[k],
-                "base_rss_mib": base[k], "loadavg_1m": statistics.fmean(load[k])}
+                "base_rss_mib": base[k], "loadavg_1m": statistics.fmean(load[k]),
+                "sys_median_s": statistics.median(sys_t[k]),
+                "minor_faults_median": statistics.median(flt[k])}
             for k in fns}
+
+
+def _rusage() -> tuple[float, int]:
+    """(system CPU seconds, minor page faults) of this process so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_stime, r.ru_minflt
+
+
+def vm_memory_notes() -> dict:
+    """What makes fresh memory slow on this machine: the kernel command line's free page
+    reporting (a VM returning freed pages to its host, which must map them again on the next
+    first touch), the transparent huge page mode and whether a balloon driver is bound."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    cmd = read("/proc/cmdline") or ""
+    return {"page_reporting": [w for w in cmd.split() if w.startswith("page_reporting")] or None,
+            "virtio_balloon": os.path.isdir("/sys/bus/virtio/drivers/virtio_balloon"),
+            "thp_enabled": read("/sys/kernel/mm/transparent_hugepage/enabled"),
+            "thp_defrag": read("/sys/kernel/mm/transparent_hugepage/defrag")}
 
 
 def load_average() -> tuple[float, float, float]:
@@ -234,7 +268,11 @@ def environment() -> dict:
         "loadavg_1_5_15m": load_average(),
         "numpy": np.__version__,
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "memory": vm_memory_notes(),
     }
+    malloc = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+    if malloc:  # glibc tunables change how often fresh pages are touched
+        env["malloc_env"] = malloc
     try:
         import torch
 

@@ -15,15 +15,12 @@ typedef unsigned long long uint64_t;
 typedef long long int64_t;
 typedef int int32_t;
 #define LDP_HD __host__ __device__ __forceinline__
-#define LDP_HD_COLD __host__ __device__
 #elif defined(__CUDACC__)
 #include <cstdint>
 #define LDP_HD __host__ __device__ __forceinline__
-#define LDP_HD_COLD __host__ __device__
 #else
 #include <cstdint>
 #define LDP_HD inline
-#define LDP_HD_COLD inline __attribute__((noinline))  // off the callers' fast path
 #endif
 
 namespace ldp {

@@ -223,11 +223,11 @@ enum Stream : uint32_t {
 
 struct CellRng {
     // Blocks per refill after a cell's first: on a CPU two at once (philox4x32_10_blocks), so
-    // the round chains of the two overlap; inside the samplers' branchy loops that was 5% of
-    // the DPRR sampler's and 11% of the discrete Laplace fill's CPU time (one process, the
-    // variants alternating).  The first refill makes one block, so a cell that needs <= 4
-    // words costs what it did.  A GPU thread makes one at a time (registers).  Same words
-    // either way, so every output is unchanged.
+    // the round chains of the two overlap inside the samplers' branchy loops (DPRR sampler:
+    // 6-10% less CPU; the discrete Laplace fill about 11%; GRR-FS and the multi-bit encoder
+    // unchanged).  The first refill makes one block, so a cell that needs <= 4 words costs what
+    // it did.  CUDA builds make one at a time (registers).  Same words either way, so every
+    // output is unchanged.
 #if defined(__CUDACC__)  // nvcc or NVRTC (host and device passes alike: one layout)
     static constexpr int RNG_BATCH = 1;
 #else
@@ -242,7 +242,7 @@ struct CellRng {
         : k0((uint32_t)seed), k1((uint32_t)(seed >> 32)), c1(col), c2((uint32_t)row),
           c3((uint32_t)((row >> 32) & 0xffffu) | (stream << 16)), draw(0), pos(0), len(0) {}
 
-    LDP_HD_COLD void refill() {
+    LDP_HD void refill() {
         if (RNG_BATCH > 1 && draw != 0) {
             philox4x32_10_blocks<RNG_BATCH>(draw, c1, c2, c3, k0, k1, buf);
             draw += RNG_BATCH;

@@ -168,7 +168,7 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
         k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
         rp = csr.rowptr.contiguous().numpy()
         d_star, q, p_true, p_false = (np.empty(n, dtype=np.float64) for _ in range(4))
-        k.dprr_probs(rp, noise[:, 0].copy(), g, p, pm, d_star, q, p_true, p_false)
+        k.dprr_probs(rp, noise.reshape(-1), g, p, pm, d_star, q, p_true, p_false)  # a view: (n, 1) is contiguous
         del noise
         noisy, ei = _rr_sample_ei(csr, p_true, p_false, seed, streams=streams, public=pub, by_degree=True,
                                   backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
