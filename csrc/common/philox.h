@@ -35,27 +35,30 @@ LDP_HD void mulhilo32(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
     lo = (uint32_t)p;
 }
 
-// One Philox4x32 bijection with 10 rounds; key bumped by the Weyl constants between rounds.
+// One Philox4x32 round on the counter (a, b, c, d) with round key (k0, k1); the key is bumped
+// by the Weyl constants (PHILOX_W0, PHILOX_W1) between rounds.
+constexpr uint32_t PHILOX_W0 = 0x9E3779B9u, PHILOX_W1 = 0xBB67AE85u;
+LDP_HD void philox_round(uint32_t& a, uint32_t& b, uint32_t& c, uint32_t& d, uint32_t k0, uint32_t k1) {
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo32(0xD2511F53u, a, hi0, lo0);
+    mulhilo32(0xCD9E8D57u, c, hi1, lo1);
+    a = hi1 ^ b ^ k0;
+    b = lo1;
+    c = hi0 ^ d ^ k1;
+    d = lo0;
+}
+
+// One Philox4x32 bijection with 10 rounds.
 LDP_HD u32x4 philox4x32_10(u32x4 c, uint32_t k0, uint32_t k1) {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-    const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
     for (int r = 0; r < 10; ++r) {
         if (r > 0) {
-            k0 += W0;
-            k1 += W1;
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
         }
-        uint32_t hi0, lo0, hi1, lo1;
-        mulhilo32(M0, c.v[0], hi0, lo0);
-        mulhilo32(M1, c.v[2], hi1, lo1);
-        u32x4 o;
-        o.v[0] = hi1 ^ c.v[1] ^ k0;
-        o.v[1] = lo1;
-        o.v[2] = hi0 ^ c.v[3] ^ k1;
-        o.v[3] = lo0;
-        c = o;
+        philox_round(c.v[0], c.v[1], c.v[2], c.v[3], k0, k1);
     }
     return c;
 }
@@ -66,8 +69,6 @@ LDP_HD u32x4 philox4x32_10(u32x4 c, uint32_t k0, uint32_t k1) {
 template <int N>
 LDP_HD void philox4x32_10_blocks(uint32_t draw, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
                                  uint32_t* out) {
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-    const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
     uint32_t a[N], b[N], c[N], d[N];
     for (int l = 0; l < N; ++l) {
         a[l] = draw + (uint32_t)l;  // wraps as N successive increments of the counter would
@@ -77,18 +78,10 @@ LDP_HD void philox4x32_10_blocks(uint32_t draw, uint32_t c1, uint32_t c2, uint32
     }
     for (int r = 0; r < 10; ++r) {
         if (r > 0) {
-            k0 += W0;
-            k1 += W1;
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
         }
-        for (int l = 0; l < N; ++l) {
-            uint32_t hi0, lo0, hi1, lo1;
-            mulhilo32(M0, a[l], hi0, lo0);
-            mulhilo32(M1, c[l], hi1, lo1);
-            a[l] = hi1 ^ b[l] ^ k0;
-            b[l] = lo1;
-            c[l] = hi0 ^ d[l] ^ k1;
-            d[l] = lo0;
-        }
+        for (int l = 0; l < N; ++l) philox_round(a[l], b[l], c[l], d[l], k0, k1);
     }
     for (int l = 0; l < N; ++l) {
         out[4 * l] = a[l];
