@@ -765,7 +765,11 @@ def test_sorted_edge_index_gives_the_to_csr_graph_in_one_pass(backend):
     csr = random_graph(300, 1500, 33)
     ei = csr.to_edge_index()  # sorted by (source, target), as PyG's coalesce leaves it
     got = E._sorted_csr(ei, 300, backend)
-    assert got is not None and _same(got, csr) and got.col.dtype == csr.col.dtype == torch.int32
+    assert got is not None and torch.equal(got.rowptr, csr.rowptr) and torch.equal(got.col.long(), csr.col.long())
+    if backend == "cpp":  # the columns are the edge_index's own row, not a copy
+        assert got.col.dtype == torch.int64 and got.col.data_ptr() == ei[1].data_ptr()
+    else:
+        assert got.col.dtype == csr.col.dtype == torch.int32
     assert _same(E._sorted_csr(ei.to(torch.int32), 300, backend), csr)
     empty = E._sorted_csr(torch.zeros(2, 0, dtype=torch.int64), 5, backend)
     assert empty.nnz == 0 and torch.equal(empty.rowptr, torch.zeros(6, dtype=torch.int64))
@@ -776,15 +780,21 @@ def test_sorted_edge_index_gives_the_to_csr_graph_in_one_pass(backend):
     asym = ei[:, 1:]
     for bad, n in ((ei[:, perm], 300), (dup, 300), (loop, 300), (asym, 300), (ei, 200)):
         assert E._sorted_csr(bad, n, backend) is None
-    if len(BACKENDS) == 2:  # the flags agree across backends
+    if len(BACKENDS) == 2:  # the flags agree across backends, and C++'s rowptr-only pass agrees
         k = [ldpfast._backend.get("cpu", b) for b in BACKENDS]
-        for bad in (ei, loop, asym):
-            outs = []
+        for bad in (ei, loop, asym, dup, ei[:, perm]):
+            outs, rps = [], []
             for kk in k:
                 rp, c = np.empty(301, dtype=np.int64), np.empty(bad.size(1), dtype=np.int32)
                 outs.append(kk.edges_sorted_csr(bad[0].contiguous().numpy(),
                                                               bad[1].contiguous().numpy(), 300, rp, c))
-            assert outs[0] == outs[1]
+                rps.append(rp)
+            rp = np.empty(301, dtype=np.int64)
+            outs.append(ldpfast._backend.get("cpu", "cpp").edges_sorted_csr(bad[0].contiguous().numpy(), bad[1].contiguous().numpy(), 300, rp,
+                                              np.empty(0, dtype=np.int64)))
+            assert outs[0] == outs[1] == outs[2]
+            if outs[0] & 3 == 0:  # built to the end: the same rowptr
+                assert np.array_equal(rps[0], rp) and np.array_equal(rps[1], rp)
 
 
 def test_transforms_equal_their_mechanism_for_every_input_form():
@@ -955,3 +965,34 @@ def test_locallap_symmetric_kernel_refuses_bad_sources():
     bad_rp[n] += 1
     with pytest.raises(ValueError, match="from 0 to len"):
         call(rps=[bad_rp, rps[1]])
+
+
+def test_int64_columns_read_in_place_give_the_int32_outputs():
+    """The C++ samplers read int64 input columns (a Data's edge_index row, taken without a copy)
+    and keep int32 block buffers: the same outputs, bit for bit and in dtype, as from the int32
+    CSR; EdgeSample.write widens the blocks into an int64 out_col."""
+    if "cpp" not in BACKENDS:
+        pytest.skip("needs the C++ backend (ldpfast._C)")
+    csr = random_graph(300, 1500, 35)
+    wide = CSR(csr.rowptr, csr.col.long(), csr.num_nodes)
+    runs = [
+        lambda g: E.dprr(g, 2.0, seed=5, backend="cpp"),
+        lambda g: E.rr_edges(g, 3.0, seed=6, backend="cpp"),
+        lambda g: E.local_laplace(g, 1.0, seed=7, backend="cpp"),
+        lambda g: E.local_laplace(g, 1.0, seed=8, backend="cpp", _target=5.0),  # later rounds: a union
+    ]
+    for run in runs:
+        a, b = run(csr), run(wide)
+        assert a.noisy.col.dtype == b.noisy.col.dtype == torch.int32
+        assert _same(a.noisy, b.noisy) and a.noisy.nnz > 0
+    k = ldpfast._backend.get("cpu", "cpp")
+    n = csr.num_nodes
+    args = (np.full(n, 0.5), np.full(n, 0.01), np.zeros(0, dtype=np.uint8))
+    none = np.empty(0, dtype=np.int64)
+    orp = np.empty(n + 1, dtype=np.int64)
+    s32 = k.edges_rr_sample(csr.rowptr.numpy(), csr.col.numpy(), 5, 7, 0, 8, 0, *args, orp.copy(), True)
+    s64 = k.edges_rr_sample(csr.rowptr.numpy(), wide.col.numpy(), 5, 7, 0, 8, 0, *args, orp, True)
+    c32, c64 = np.empty(s32.nnz, dtype=np.int32), np.empty(s64.nnz, dtype=np.int64)
+    s32.write(c32, none, none, 0)
+    s64.write(c64, none, none, 0)
+    assert s32.nnz == s64.nnz > 0 and np.array_equal(c32.astype(np.int64), c64)

@@ -267,8 +267,8 @@ struct RowScratch {
 // cell's Bernoullis in neighbour order, the false cell's gaps in position order).  The k-th
 // non-neighbour is k + #{t : excl[t] - t <= k} (excl = N(i) + {i}, sorted), counted for each k
 // alone when the list is short, else by a merge whose only branch is the loop test.
-template <class C>
-static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, RawBuf<C>& out, RowScratch<C>& s,
+template <class Ci, class C>
+static void rr_row_append(const RRArgs& A, int64_t i, const Ci* nb, int64_t d, RawBuf<C>& out, RowScratch<C>& s,
                           std::vector<C>& kbuf) {
     if (A.pub && A.pub[i]) {
         std::copy(nb, nb + d, out.room(d));
@@ -276,20 +276,23 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
         return;
     }
     const double pt = A.pt[i];
-    const C* kept = nb;
+    const C* kept = kbuf.data();
     int64_t nk = 0;
-    if (pt >= 1.0) {
-        nk = d;
-    } else if (pt > 0.0 && d > 0) {
+    if (pt > 0.0 && d > 0) {
         if ((int64_t)kbuf.size() < d) kbuf.resize(d);
         C* kb = kbuf.data();
-        CellRng rt = true_cell(A, i);
-        const BernoulliWords keep(pt);  // keep_true's draws, its first digit taken once per row
-        for (int64_t e = 0; e < d; ++e) {
-            kb[nk] = nb[e];
-            nk += keep(rt) ? 1 : 0;
-        }
         kept = kb;
+        if (pt >= 1.0) {  // every true edge kept, no draw
+            std::copy(nb, nb + d, kb);
+            nk = d;
+        } else {
+            CellRng rt = true_cell(A, i);
+            const BernoulliWords keep(pt);  // keep_true's draws, its first digit taken once per row
+            for (int64_t e = 0; e < d; ++e) {
+                kb[nk] = (C)nb[e];
+                nk += keep(rt) ? 1 : 0;
+            }
+        }
     }
     auto& pos = s.pos;
     pos.clear();
@@ -299,7 +302,7 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
     if (F > 0) {
         auto& b = s.b;
         b.resize(d + 2);
-        const int64_t xpos = std::lower_bound(nb, nb + d, (C)i) - nb;
+        const int64_t xpos = std::lower_bound(nb, nb + d, (Ci)i) - nb;
         for (int64_t t = 0; t < xpos; ++t) b[t] = (int64_t)nb[t] - t;
         b[xpos] = i - xpos;
         for (int64_t t = xpos; t < d; ++t) b[t + 1] = (int64_t)nb[t] - (t + 1);
@@ -351,8 +354,8 @@ static void rr_row_append(const RRArgs& A, int64_t i, const C* nb, int64_t d, Ra
     out.size += nk + F;
 }
 
-template <class C>
-static void rr_sample_t(const RRArgs& A, const int64_t* rp, const C* col, int64_t* orp, bool by_degree,
+template <class Ci, class C>
+static void rr_sample_t(const RRArgs& A, const int64_t* rp, const Ci* col, int64_t* orp, bool by_degree,
                         EdgeSample& S) {
     const int64_t n = A.n;
     S.cuts = by_degree ? row_blocks(n, [&](int64_t i) { return (double)(rp[i] - rp[0]) + (double)i; })
@@ -384,8 +387,19 @@ static void rr_sample_t(const RRArgs& A, const int64_t* rp, const C* col, int64_
     S.nnz = orp[n];
 }
 
+// f((T*)nullptr) with T the block buffers' column type: int32 whenever the node ids fit, whatever
+// the input's dtype (an int64 input is often the caller's edge_index row, read in place; the
+// blocks are scratch, and write() widens them to the output's dtype).
+template <class F>
+static void with_block_index(int64_t n, F&& f) {
+    if (n <= (int64_t)std::numeric_limits<int32_t>::max())
+        f((int32_t*)nullptr);
+    else
+        f((int64_t*)nullptr);
+}
+
 // One pass: out_rowptr (n + 1) gets the prefix-summed row sizes; returns the sample, whose
-// write() fills the columns (same dtype as col) and / or an edge_index.
+// write() fills the columns (int32 or int64) and / or an edge_index.
 static std::unique_ptr<EdgeSample> edges_rr_sample(py::array rowptr, py::array col, uint64_t seed, uint32_t st_t,
                                                    uint32_t c_t, uint32_t st_f, uint32_t c_f, py::array p_true,
                                                    py::array p_false, py::array pub, py::array out_rowptr,
@@ -399,23 +413,26 @@ static std::unique_ptr<EdgeSample> edges_rr_sample(py::array rowptr, py::array c
     S->n = n;
     S->rowptr = out_rowptr;
     with_index(col, "col", [&](auto c) {
-        S->wide = std::is_same_v<index_t<decltype(c)>, int64_t>;
-        py::gil_scoped_release nogil;
-        rr_sample_t(A, rp, c, orp, by_degree, *S);
+        with_block_index(n, [&](auto blk) {
+            using C = index_t<decltype(blk)>;
+            S->wide = std::is_same_v<C, int64_t>;
+            py::gil_scoped_release nogil;
+            rr_sample_t<index_t<decltype(c)>, C>(A, rp, c, orp, by_degree, *S);
+        });
     });
     return S;
 }
 
-template <class C>
+template <class B, class C>
 static void sample_write_t(EdgeSample& S, const int64_t* orp, C* oc, int64_t* ov, int64_t* ei, int layout) {
-    auto& bufs = S.cols<C>();
+    auto& bufs = S.cols<B>();
     const int64_t nb = (int64_t)bufs.size(), nnz = S.nnz;
     int64_t* e_col = ei ? ei + (layout == 0 ? 0 : nnz) : nullptr;  // layout 0: (col, row), 1: (row, col)
     int64_t* e_row = ei ? ei + (layout == 0 ? nnz : 0) : nullptr;
     for_blocks(nb, [&](int64_t blk) {
         const int64_t r0 = S.cuts[blk], r1 = S.cuts[blk + 1], off = orp[r0];
-        const RawBuf<C>& src = bufs[blk];
-        if (oc) std::memcpy(oc + off, src.p, (size_t)src.size * sizeof(C));
+        const RawBuf<B>& src = bufs[blk];
+        if (oc) std::copy(src.p, src.p + src.size, oc + off);  // (a memcpy when B = C)
         if (ov) std::memcpy(ov + off, S.val[blk].p, (size_t)src.size * sizeof(int64_t));
         if (ei) {
             for (int64_t k = 0; k < src.size; ++k) e_col[off + k] = (int64_t)src.p[k];
@@ -447,24 +464,23 @@ void EdgeSample::write(py::array out_col, py::array out_val, py::array out_ei, i
         check_size(out_ei, 2 * nnz, "out_ei");
         ei = data_ptr<int64_t>(out_ei, "out_ei", true);
     }
+    // the blocks (int32 unless n needs int64) into out_col's dtype; int32 out of int64 blocks
+    // could truncate, so it is refused
     auto run = [&](auto* oc) {
+        using C = index_t<decltype(oc)>;
         py::gil_scoped_release nogil;
-        sample_write_t(*this, orp, oc, ov, ei, layout);
+        if (wide)
+            sample_write_t<int64_t, C>(*this, orp, oc, ov, ei, layout);
+        else
+            sample_write_t<int32_t, C>(*this, orp, oc, ov, ei, layout);
     };
-    if (wide) {
-        int64_t* oc = nullptr;
-        if (out_col.size() != 0) {
-            check_size(out_col, nnz, "out_col");
-            oc = data_ptr<int64_t>(out_col, "out_col (int64, as col)", true);
-        }
-        run(oc);
+    if (out_col.size() == 0) {
+        run((int64_t*)nullptr);
     } else {
-        int32_t* oc = nullptr;
-        if (out_col.size() != 0) {
-            check_size(out_col, nnz, "out_col");
-            oc = data_ptr<int32_t>(out_col, "out_col (int32, as col)", true);
-        }
-        run(oc);
+        check_size(out_col, nnz, "out_col");
+        if (wide && py::isinstance<carray<int32_t>>(out_col))
+            throw std::invalid_argument("out_col: expected int64 (the node ids need 64 bits)");
+        with_index_mut(out_col, "out_col (int32 or int64)", [&](auto oc) { run(oc); });
     }
     written = true;
 }
@@ -630,8 +646,8 @@ static void locallap_zero(py::array excl_rowptr, py::array excl_col, uint64_t se
 // One pass of ll_zero_row: the picks of row i appended to the block's buffers (the positions
 // from the gap cell first, then one value per pick from the value cell, in pick order: the
 // same words as ll_zero_row).
-template <class C>
-static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
+template <class Ci, class C>
+static void ll_zero_append(int64_t i, int64_t n, const Ci* ex, int64_t le, uint64_t seed, uint32_t round, double pi,
                            int64_t lo, int64_t hi, uint64_t t, uint64_t s, const GeomParams& gp, const ExpNeg* high,
                            RawBuf<C>& oc, RawBuf<int64_t>& ov, std::vector<int64_t>& pos) {
     int64_t skip = upper_index(ex, le, i);
@@ -650,7 +666,7 @@ static void ll_zero_append(int64_t i, int64_t n, const C* ex, int64_t le, uint64
     const int64_t F = (int64_t)pos.size();
     if (F == 0) return;
     CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
-    SkipMap<C> sm(ex, le, -1, i + 1);
+    SkipMap<Ci> sm(ex, le, -1, i + 1);
     C* wc = oc.room(F);
     int64_t* wv = ov.room(F);
     for (int64_t f = 0; f < F; ++f) {
@@ -678,35 +694,38 @@ static std::unique_ptr<EdgeSample> locallap_zero_sample(py::array excl_rowptr, p
     const GeomParams gp = geom_params(pi);
     const ExpNeg high = exp_neg_of(split ? (uint64_t)(hi - lo) * s : 0, t);
     with_index(excl_col, "excl_col", [&](auto ec) {
-        using C = index_t<decltype(ec)>;
-        S->wide = std::is_same_v<C, int64_t>;
-        py::gil_scoped_release nogil;
-        // row i has about pi (n - 1 - i) picks: cut by that, plus a constant per row
-        const double dn = (double)n;
-        S->cuts = row_blocks(n, [&](int64_t i) {
-            double x = (double)i;
-            return pi * (x * (dn - 1.0) - x * (x - 1.0) / 2.0) + 4.0 * x;
+        with_block_index(n, [&](auto blk_t) {
+            using Ci = index_t<decltype(ec)>;
+            using C = index_t<decltype(blk_t)>;
+            S->wide = std::is_same_v<C, int64_t>;
+            py::gil_scoped_release nogil;
+            // row i has about pi (n - 1 - i) picks: cut by that, plus a constant per row
+            const double dn = (double)n;
+            S->cuts = row_blocks(n, [&](int64_t i) {
+                double x = (double)i;
+                return pi * (x * (dn - 1.0) - x * (x - 1.0) / 2.0) + 4.0 * x;
+            });
+            const int64_t nb = (int64_t)S->cuts.size() - 1;
+            auto& bc = S->cols<C>();
+            bc.resize(nb);
+            S->val.resize(nb);
+            for_blocks(nb, [&](int64_t blk) {
+                std::vector<int64_t> pos;
+                RawBuf<C> oc;  // locals, moved in at the end (no false sharing: see rr_sample_t)
+                RawBuf<int64_t> ov;
+                for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
+                    const int64_t before = oc.size;
+                    ll_zero_append<Ci, C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, gp,
+                                          split ? &high : nullptr, oc, ov, pos);
+                    orp[i + 1] = oc.size - before;
+                }
+                bc[blk] = std::move(oc);
+                S->val[blk] = std::move(ov);
+            });
+            orp[0] = 0;
+            for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
+            S->nnz = orp[n];
         });
-        const int64_t nb = (int64_t)S->cuts.size() - 1;
-        auto& bc = S->cols<C>();
-        bc.resize(nb);
-        S->val.resize(nb);
-        for_blocks(nb, [&](int64_t blk) {
-            std::vector<int64_t> pos;
-            RawBuf<C> oc;  // locals, moved in at the end (no false sharing: see rr_sample_t)
-            RawBuf<int64_t> ov;
-            for (int64_t i = S->cuts[blk]; i < S->cuts[blk + 1]; ++i) {
-                const int64_t before = oc.size;
-                ll_zero_append<C>(i, n, ec + erp[i], erp[i + 1] - erp[i], seed, round, pi, lo, hi, t, s, gp,
-                                  split ? &high : nullptr, oc, ov, pos);
-                orp[i + 1] = oc.size - before;
-            }
-            bc[blk] = std::move(oc);
-            S->val[blk] = std::move(ov);
-        });
-        orp[0] = 0;
-        for (int64_t i = 0; i < n; ++i) orp[i + 1] += orp[i];
-        S->nnz = orp[n];
     });
     return S;
 }
@@ -955,7 +974,7 @@ static int64_t check_t(int64_t n, const int64_t* rp, const C* col) {
 // rowptr from the row boundaries, col = the targets.  With no flag this is the CSR to_csr
 // builds (sorting and deduplicating a sorted list without repeats or self loops changes
 // nothing), already checked; with any flag the caller discards it and takes the general path.
-template <class I, class C>
+template <class I, class C, bool WriteCol>
 static int64_t sorted_csr_t(int64_t n, int64_t E, const I* src, const I* dst, int64_t* rp, C* col) {
     int nt = std::max(1, get_num_threads());
     std::vector<int64_t> flags(nt, 0);
@@ -968,7 +987,7 @@ static int64_t sorted_csr_t(int64_t n, int64_t E, const I* src, const I* dst, in
             const int64_t fe = graph::sorted_entry(n, e, src, dst, r, c, pr);
             f |= fe;
             if (fe & (graph::FLAG_RANGE | graph::FLAG_ORDER)) break;  // the general path will say what is wrong
-            col[e] = (C)c;
+            if constexpr (WriteCol) col[e] = (C)c;
             for (int64_t rr = std::max<int64_t>(pr + 1, 0); rr <= r; ++rr) rp[rr] = e;  // rows (pr, r] start here
             h += graph::sym_term(r, c);
         }
@@ -988,19 +1007,26 @@ static int64_t sorted_csr_t(int64_t n, int64_t E, const I* src, const I* dst, in
     return f;
 }
 
+// out_col empty (E > 0): rowptr and flags only, the caller taking dst itself as the CSR's col
+// (no copy of the columns: the sampler kernels read int32 or int64 columns alike).
 static int64_t edges_sorted_csr(py::array src, py::array dst, int64_t n, py::array out_rowptr, py::array out_col) {
     const int64_t E = (int64_t)src.size();
     check_size(dst, E, "dst");
     check_size(out_rowptr, n + 1, "out_rowptr");
-    check_size(out_col, E, "out_col");
+    const bool write_col = out_col.size() != 0;
+    if (write_col) check_size(out_col, E, "out_col");
     if (n < 0) throw std::invalid_argument("n: expected >= 0");
     int64_t* rp = data_ptr<int64_t>(out_rowptr, "out_rowptr", true);
     return with_index(src, "src", [&](auto s) -> int64_t {
         using I = index_t<decltype(s)>;
         const I* d = cdata_ptr<I>(dst, "dst (same dtype as src)");
+        if (!write_col) {
+            py::gil_scoped_release nogil;
+            return sorted_csr_t<I, I, false>(n, E, s, d, rp, nullptr);
+        }
         return with_index_mut(out_col, "out_col", [&](auto c) -> int64_t {
             py::gil_scoped_release nogil;
-            return sorted_csr_t(n, E, s, d, rp, c);
+            return sorted_csr_t<I, index_t<decltype(c)>, true>(n, E, s, d, rp, c);
         });
     });
 }

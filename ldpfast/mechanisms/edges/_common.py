@@ -154,7 +154,8 @@ def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
     ``coalesce``, ``to_undirected`` or ``ldpfast.graph.clean_edge_index`` -- built and checked
     (range, order, repeats, self loops, symmetry) in one pass; ``None`` when any check fails,
     and the caller takes the general path (``csr_of``), which names the problem.  The CSR is
-    the one ``to_csr`` would build."""
+    the one ``to_csr`` would build, except that with the C++ backend its ``col`` is
+    ``edge_index[1]`` itself (int64 as given, not a narrowed copy)."""
     if ei.layout != torch.strided or ei.dtype not in (torch.int32, torch.int64):
         return None
     if isinstance(n, bool) or n < 0:
@@ -164,8 +165,16 @@ def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
     if dev == "cpu" and type(ei) is not torch.Tensor:  # PyG's EdgeIndex: plain view
         ei = ei.as_subclass(torch.Tensor)
     rowptr = ei.new_empty(n + 1, dtype=torch.int64)  # beside ei
-    col = ei.new_empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
     k = _backend.get(dev, backend)
+    if dev == "cpu" and _backend.resolve(dev, backend) == "cpp":
+        # the CSR's columns are the edge_index's own target row (a view, read-only for every
+        # kernel): the pass writes the rowptr alone.  A copy would be 4-8 bytes per edge of
+        # fresh memory, whose first touch costs more than the pass itself on some VMs.
+        col = ei[1].contiguous()
+        flags = k.edges_sorted_csr(ei[0].contiguous().numpy(), col.numpy(), n, rowptr.numpy(),
+                                   np.empty(0, dtype=col.numpy().dtype))
+        return CSR(rowptr, col, n) if flags == 0 else None
+    col = ei.new_empty(ei.size(1), dtype=torch.int32 if n <= INT32_MAX else torch.int64)
     if dev == "cuda":  # graph.cu sorted_csr_*: the same CSR and flags on the device
         flags = k.edges_sorted_csr(ei[0].contiguous(), ei[1].contiguous(), n, rowptr, col)
     else:
@@ -325,8 +334,8 @@ def _rr_sample_ei(csr: CSR, p_true, p_false, seed: int, *, streams, public, by_d
     sample = k.edges_rr_sample(rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp.numpy(),
                                            bool(by_degree))
     none = np.empty(0, dtype=np.int64)
-    if layout is None:
-        ocol = torch.empty(sample.nnz, dtype=csr.col.dtype)
+    if layout is None:  # int32 columns whenever the ids fit (to_csr's choice), whatever the input's
+        ocol = torch.empty(sample.nnz, dtype=torch.int32 if n <= INT32_MAX else torch.int64)
         sample.write(ocol.numpy(), none, none, 0)
         return CSR(orp, ocol, n), None
     ei = torch.empty((2, sample.nnz), dtype=torch.int64)

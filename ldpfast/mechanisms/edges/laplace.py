@@ -279,7 +279,7 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
             orp = torch.empty(n + 1, dtype=torch.int64)
             erp, ecol = excl.rowptr.contiguous().numpy(), excl.col.contiguous().numpy()
             sample = k.locallap_zero_sample(erp, ecol, seed, rnd, pi, lo, zhi, split, t2, s2, orp.numpy())
-            zc = torch.empty(sample.nnz, dtype=excl.col.dtype)
+            zc = torch.empty(sample.nnz, dtype=torch.int32 if n <= INT32_MAX else torch.int64)
             # the candidate values in one buffer, this round's true ones last: with one round
             # (the usual case) it is the candidate array, with no concatenation
             cand = torch.empty(sample.nnz + true_vals.numel(), dtype=torch.int64)
