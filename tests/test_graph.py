@@ -84,16 +84,16 @@ def test_bad_types():
         graph.to_csr(torch.zeros(2, 0, dtype=torch.long), -1)
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_parallel_counting_sort_is_thread_count_independent(threads, weighted):
-    # Large enough for the chunked (parallel) counting sort; the Numba twin is serial, so
-    # equality with it proves the chunked order is the stable serial order.
+@pytest.mark.parametrize("weighted,n,e", [(False, 5000, 200_000), (True, 5000, 200_000), (False, 20_000, 400_000)])
+def test_parallel_counting_sort_is_thread_count_independent(threads, weighted, n, e):
+    # Large enough for the chunked (parallel) counting sort, and without values for several
+    # buckets of the two-step scatter (scatter.h); the Numba twin is serial, so equality with
+    # it proves the chunked order is the stable serial order.
     g = torch.Generator().manual_seed(4)
-    n, e = 5000, 200_000
     ei = torch.randint(0, n, (2, e), generator=g)
     w = torch.rand(e, generator=g, dtype=torch.float64) if weighted else None
     out = {}
-    for nt in (1, 2):
+    for nt in (1, 2, 3):
         threads(nt)
         c = graph.to_csr(ei, n, edge_weight=w, dedup=True, drop_self_loops=False, backend="cpp")
         out[nt] = (c, graph.transpose(c, backend="cpp"))

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "../common/graph.h"
 #include "buffers.h"
 #include "parallel.h"
+#include "scatter.h"
 
 namespace ldp {
 
@@ -218,16 +220,6 @@ struct EdgeSample {
     }
     void write(py::array out_col, py::array out_val, py::array out_ei, int layout);
 };
-
-// f(b) for b in [0, nb), blocks handed out in order to up to get_num_threads() threads.
-template <class F>
-static void for_blocks(int64_t nb, F&& f) {
-    int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), nb));
-    std::atomic<int64_t> next{0};
-    parallel_for(nt, [&](int64_t, int64_t, int) {
-        for (int64_t b; (b = next.fetch_add(1)) < nb;) f(b);
-    }, 1);
-}
 
 // Cut [0, n) into blocks of about equal weight W(i + 1) - W(i) (W non-decreasing, W(0) = 0);
 // many blocks per thread, so the dynamic hand-out balances a busy core.  Never changes output.
@@ -801,14 +793,12 @@ static void ll_symmetric_t(int64_t n, const std::vector<const int64_t*>& rps, co
     }, 1);
     for (char f : bad)
         if (f) throw std::invalid_argument("cols: a kept entry is not above the diagonal (j <= i or j >= n)");
-    // the lower halves in two steps (int32 columns): (j, i) pairs appended to buckets of 2^S rows
-    // j, then each bucket scattered into its rows, whose output region fits in the L2 cache; one
-    // step, straight to the rows, misses the cache on almost every entry
+    // the lower halves in two steps for int32 columns (scatter.h: (j, i) pairs to buckets of rows
+    // j, then each bucket into its rows); one step, straight to the rows, misses the cache on
+    // almost every entry.  Bucket offsets from the per-chunk counts, before they become cursors.
     constexpr bool two_step = std::is_same_v<C, int32_t>;
-    int S = 0;
-    while (((int64_t)1 << S) * std::max<int64_t>(1, (2 * half) >> 16) < n) ++S;
-    const int64_t B = two_step ? ((n + ((int64_t)1 << S) - 1) >> S) : 0;
-    std::vector<int64_t> boff(two_step ? B * nt + 1 : 0, 0);  // (bucket, chunk) -> pair offset
+    std::optional<TwoStepScatter> sc;
+    if constexpr (two_step) sc.emplace(n, 2 * half, nt, [&](int t, int64_t j) { return cur[t][j]; });
     orp[0] = 0;  // serial O(nt n): counts -> cursors in place, then rowptr
     for (int64_t j = 0; j < n; ++j) {
         int64_t pos = orp[j];
@@ -816,12 +806,10 @@ static void ll_symmetric_t(int64_t n, const std::vector<const int64_t*>& rps, co
             const int64_t c = cur[t][j];
             cur[t][j] = pos;
             pos += c;
-            if (two_step) boff[(j >> S) * nt + t + 1] += c;
         }
         orp[j + 1] = pos + up[j];
         up[j] = pos;
     }
-    for (size_t x = 1; x < boff.size(); ++x) boff[x] += boff[x - 1];
     if (orp[n] != 2 * half) throw std::invalid_argument("keep: the sources keep " + std::to_string(orp[n] / 2) +
                                                         " entries, expected " + std::to_string(half));
     // edge_index: the columns are scattered as C into ei's first row (2T C fit in 2T int64), then
@@ -831,32 +819,25 @@ static void ll_symmetric_t(int64_t n, const std::vector<const int64_t*>& rps, co
     // the pairs (half of them, 8 bytes each) in ei's second row, still free, or a buffer
     std::unique_ptr<uint64_t[]> own(two_step && !ei ? new uint64_t[half] : nullptr);
     uint64_t* pairs = ei ? reinterpret_cast<uint64_t*>(ei + 2 * half) : own.get();
+    // chunk t's upper rows written in place, emit(j, i) for each entry (the lower half's (j, i))
+    auto rows = [&](int64_t t, auto&& emit) {
+        for (int64_t i = rcut[t]; i < rcut[t + 1]; ++i) {
+            const int64_t u0 = up[i], u1 = orp[i + 1];
+            ll_upper_row(i, K, rps, cols, keeps, o_col + u0, u1 - u0);
+            for (int64_t x = u0; x < u1; ++x) emit((int64_t)o_col[x], i);
+        }
+    };
     parallel_for(nt, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
-            int64_t* c = cur[t].data();
-            std::vector<int64_t> wp(B);  // this chunk's write position in each bucket
-            for (int64_t q = 0; q < B; ++q) wp[q] = boff[q * nt + t];
-            for (int64_t i = rcut[t]; i < rcut[t + 1]; ++i) {
-                const int64_t u0 = up[i], u1 = orp[i + 1];
-                ll_upper_row(i, K, rps, cols, keeps, o_col + u0, u1 - u0);
-                for (int64_t x = u0; x < u1; ++x) {
-                    const int64_t j = (int64_t)o_col[x];
-                    if constexpr (two_step)
-                        pairs[wp[j >> S]++] = (uint64_t)j << 32 | (uint64_t)i;
-                    else
-                        o_col[c[j]++] = (C)i;  // (j, i): the lower halves
-                }
+            if constexpr (two_step) {
+                sc->append((int)t, pairs, [&](auto push) { rows(t, [&](int64_t j, int64_t i) { push(j, (uint32_t)i); }); });
+            } else {
+                int64_t* c = cur[t].data();
+                rows(t, [&](int64_t j, int64_t i) { o_col[c[j]++] = (C)i; });
             }
         }
     }, 1);
-    if constexpr (two_step)  // each chunk's pairs in append order (rows i ascending): the one-step output
-        for_blocks(B, [&](int64_t q) {
-            for (int t = 0; t < nt; ++t) {
-                int64_t* c = cur[t].data();
-                for (int64_t x = boff[q * nt + t]; x < boff[q * nt + t + 1]; ++x)
-                    o_col[c[pairs[x] >> 32]++] = (C)(uint32_t)pairs[x];
-            }
-        });
+    if constexpr (two_step) sc->scatter(pairs, cur, o_col);  // chunk by chunk: the one-step output
     if (!ei) return;
     const int64_t nnz = orp[n];
     int64_t* e_col = ei + nnz;

@@ -8,11 +8,13 @@
 // The Numba twin (ldpfast/_numba/graph.py) sums in the same order, so both give the same
 // bits.
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <vector>
 
 #include "buffers.h"
 #include "parallel.h"
+#include "scatter.h"
 
 namespace ldp {
 
@@ -79,6 +81,12 @@ static void coo_to_csr_t(const I* src, const I* dst, int64_t E, int64_t n, int64
     for (char f : bad)
         if (f) throw std::out_of_range("edge_index: node id outside [0, num_nodes)");
     auto start = bucket_starts(n, rowptr, cuts, [&](int64_t e) { return (int64_t)src[e]; });
+    if (!vin && n <= ((int64_t)1 << 32)) {  // no values to carry: two steps (scatter.h)
+        two_step_scatter(n, rowptr, start, col, [&](int64_t t, auto push) {
+            for (int64_t i = cuts[t]; i < cuts[t + 1]; ++i) push((int64_t)src[i], (uint32_t)dst[i]);
+        });
+        return;
+    }
     parallel_for(nt, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             int64_t* c = start[t].data();
@@ -241,6 +249,13 @@ static void transpose_perm_t(int64_t n, const int64_t* rp, const C* col, int64_t
     for (char f : bad)
         if (f) throw std::out_of_range("col: node id outside [0, num_nodes)");
     auto start = bucket_starts(n, orp, cuts, [&](int64_t k) { return (int64_t)col[k]; });
+    if (!perm && n <= ((int64_t)1 << 32)) {  // no values to carry: two steps (scatter.h)
+        two_step_scatter(n, orp, start, oc, [&](int64_t t, auto push) {
+            for (int64_t i = rcut[t]; i < rcut[t + 1]; ++i)
+                for (int64_t k = rp[i]; k < rp[i + 1]; ++k) push((int64_t)col[k], (uint32_t)i);
+        });
+        return;
+    }
     parallel_for(nt, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             int64_t* c = start[t].data();

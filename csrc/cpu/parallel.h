@@ -4,6 +4,7 @@
 // changes results.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <thread>
@@ -75,6 +76,16 @@ void parallel_for_weighted(int64_t n, const int64_t* prefix, F&& f) {
     for (auto& th : pool) th.join();
     for (auto& e : errs)
         if (e) std::rethrow_exception(e);
+}
+
+// f(b) for b in [0, nb), blocks handed out in order to up to get_num_threads() threads.
+template <class F>
+void for_blocks(int64_t nb, F&& f) {
+    int64_t nt = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), nb));
+    std::atomic<int64_t> next{0};
+    parallel_for(nt, [&](int64_t, int64_t, int) {
+        for (int64_t b; (b = next.fetch_add(1)) < nb;) f(b);
+    }, 1);
 }
 
 }  // namespace ldp
