@@ -247,6 +247,27 @@ static std::vector<int64_t> row_blocks(int64_t n, W&& weight, double unit = 3276
     return cuts;
 }
 
+// A short sorted exclusion list as offsets b[t] = excl[t] - t - base (non-decreasing): the k-th
+// free slot from base is base + k + #{t : b[t] <= k}.  Counted for each k on its own by a compare
+// over the padded list (vectorised), with no chain of dependent loads from one step of a merge
+// to the next.  Offsets fit int32 (n <= 2^31 - 1).
+struct ShortSkip {
+    static constexpr int64_t MAX = 60;
+    alignas(16) int32_t b[64];
+    int64_t len;
+    template <class At>
+    ShortSkip(int64_t m, At&& at) : len((m + 3) & ~(int64_t)3) {
+        for (int64_t t = 0; t < m; ++t) b[t] = (int32_t)at(t);
+        for (int64_t t = m; t < len; ++t) b[t] = std::numeric_limits<int32_t>::max();
+    }
+    int64_t count(int64_t k) const {
+        const int32_t k32 = (int32_t)k;
+        int32_t cnt = 0;
+        for (int64_t t = 0; t < len; ++t) cnt += b[t] <= k32;
+        return cnt;
+    }
+};
+
 template <class C>
 struct RowScratch {
     std::vector<int64_t> pos;  // false positions among the non-neighbours
@@ -307,19 +328,9 @@ static void rr_row_append(const RRArgs& A, int64_t i, const Ci* nb, int64_t d, R
             s.ids.resize(F);
             wc = s.ids.data();
         }
-        if (d < 60 && A.n <= std::numeric_limits<int32_t>::max()) {
-            // short exclusion lists: t counted for each k on its own (a vectorised compare over
-            // the padded list), no chain of dependent loads from one step of the merge to the next
-            alignas(16) int32_t b32[64];
-            const int64_t nt = (d + 1 + 3) & ~(int64_t)3;
-            for (int64_t t = 0; t <= d; ++t) b32[t] = (int32_t)b[t];
-            for (int64_t t = d + 1; t < nt; ++t) b32[t] = std::numeric_limits<int32_t>::max();
-            for (int64_t f = 0; f < F; ++f) {
-                const int32_t k = (int32_t)pos[f];
-                int32_t cnt = 0;
-                for (int64_t t = 0; t < nt; ++t) cnt += b32[t] <= k;
-                wc[f] = (C)(pos[f] + cnt);
-            }
+        if (d + 1 <= ShortSkip::MAX && A.n <= std::numeric_limits<int32_t>::max()) {
+            ShortSkip sk(d + 1, [&](int64_t t) { return b[t]; });
+            for (int64_t f = 0; f < F; ++f) wc[f] = (C)(pos[f] + sk.count(pos[f]));
         } else {
             int64_t t = 0, f = 0;
             while (f < F) {
@@ -658,13 +669,17 @@ static void ll_zero_append(int64_t i, int64_t n, const Ci* ex, int64_t le, uint6
     const int64_t F = (int64_t)pos.size();
     if (F == 0) return;
     CellRng rv(seed, STREAM_LOCALLAP, LOCALLAP_ROW_OFFSET + (uint64_t)i, 2u * round + 1u);
-    SkipMap<Ci> sm(ex, le, -1, i + 1);
     C* wc = oc.room(F);
     int64_t* wv = ov.room(F);
-    for (int64_t f = 0; f < F; ++f) {
-        wc[f] = (C)sm.map(pos[f]);
-        wv[f] = high && bernoulli_exp_neg_any(rv, *high) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
+    if (le <= ShortSkip::MAX && n <= std::numeric_limits<int32_t>::max()) {  // SkipMap's ids, counted
+        ShortSkip sk(le, [&](int64_t q) { return (int64_t)ex[q] - (i + 1) - q; });
+        for (int64_t f = 0; f < F; ++f) wc[f] = (C)(i + 1 + pos[f] + sk.count(pos[f]));
+    } else {
+        SkipMap<Ci> sm(ex, le, -1, i + 1);
+        for (int64_t f = 0; f < F; ++f) wc[f] = (C)sm.map(pos[f]);
     }
+    for (int64_t f = 0; f < F; ++f)
+        wv[f] = high && bernoulli_exp_neg_any(rv, *high) ? LL_HIGH : dlap_band(rv, t, s, lo, hi);
     oc.size += F;
     ov.size += F;
 }
