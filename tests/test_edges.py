@@ -389,6 +389,12 @@ def test_cpp_and_numba_bit_identical():
         le = E.local_laplace(small, 1.0, seed=12, backend="cpp", **kw)
         lf = E.local_laplace(small, 1.0, seed=12, backend="numba", **kw)
         assert _same(le.noisy, lf.noisy) and le.spent.params == lf.spent.params
+    # a hub (node 0: 200 neighbours) beside short rows: the merges beside the short-list counts
+    hub_ei = torch.stack([torch.zeros(200, dtype=torch.long), torch.arange(1, 201)])
+    hub = to_csr(torch.cat([small.to_edge_index(), hub_ei, hub_ei.flip(0)], 1), 400)
+    assert int(hub.degrees()[0]) >= 200
+    for f in (lambda g, b: E.dprr(g, 1.0, seed=13, backend=b), lambda g, b: E.local_laplace(g, 1.0, seed=14, backend=b)):
+        assert _same(f(hub, "cpp").noisy, f(hub, "numba").noisy)
     for name in ("cpp", "numba"):
         k = ldpfast._backend.get("cpu", name)
         assert k.edges_check_csr(csr.rowptr.numpy(), csr.col.numpy()) == 0
