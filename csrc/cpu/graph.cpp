@@ -66,22 +66,30 @@ static void coo_to_csr_t(const I* src, const I* dst, int64_t E, int64_t n, int64
     const int nt = sort_chunks(E, n);
     std::vector<int64_t> cuts(nt + 1);
     for (int t = 0; t <= nt; ++t) cuts[t] = E * t / nt;
-    // Range check first (parallel), so the sort can index without checks.
-    std::vector<char> bad(nt, 0);
+    // Range check first (parallel), so the sort can index without checks; and whether src is
+    // already in order (then the one-step scatter writes sequentially and is the faster one).
+    std::vector<char> bad(nt, 0), unsorted(nt, 0);
     parallel_for(nt, [&](int64_t b, int64_t e, int) {
-        for (int64_t t = b; t < e; ++t)
+        for (int64_t t = b; t < e; ++t) {
+            int64_t prev = cuts[t] > 0 ? (int64_t)src[cuts[t] - 1] : 0;
+            bool down = false;
             for (int64_t i = cuts[t]; i < cuts[t + 1]; ++i) {
                 const int64_t s = (int64_t)src[i], d = (int64_t)dst[i];
                 if (s < 0 || s >= n || d < 0 || d >= n) {
                     bad[t] = 1;
                     break;
                 }
+                down |= s < prev;
+                prev = s;
             }
+            unsorted[t] = down;
+        }
     }, 1);
     for (char f : bad)
         if (f) throw std::out_of_range("edge_index: node id outside [0, num_nodes)");
     auto start = bucket_starts(n, rowptr, cuts, [&](int64_t e) { return (int64_t)src[e]; });
-    if (!vin && n <= ((int64_t)1 << 32)) {  // no values to carry: two steps (scatter.h)
+    const bool in_order = std::none_of(unsorted.begin(), unsorted.end(), [](char u) { return u != 0; });
+    if (!vin && !in_order && n <= ((int64_t)1 << 32)) {  // no values to carry: two steps (scatter.h)
         two_step_scatter(n, rowptr, start, col, [&](int64_t t, auto push) {
             for (int64_t i = cuts[t]; i < cuts[t + 1]; ++i) push((int64_t)src[i], (uint32_t)dst[i]);
         });
