@@ -109,6 +109,21 @@ def test_parallel_counting_sort_is_thread_count_independent(threads, weighted, n
     assert torch.equal(graph.transpose(out[2][1]).col, out[2][0].col)
 
 
+def test_two_step_scatter_with_wide_pairs_is_the_transpose():
+    # many nodes, few edges: the key and value bits exceed 32, so the scatter (scatter.h) packs
+    # 8-byte pairs (the dense test above uses 4-byte ones); reference: a stable sort in torch
+    g = torch.Generator().manual_seed(6)
+    n, e = 2**21, 100_000
+    ei = torch.randint(0, n, (2, e), generator=g)
+    c = graph.to_csr(ei, n, dedup=False, drop_self_loops=False, backend="cpp")
+    order = torch.argsort(ei[0] * n + ei[1], stable=True)
+    assert torch.equal(c.col.long(), ei[1][order])
+    t = graph.transpose(c, backend="cpp")
+    order_t = torch.argsort(ei[1][order] * n + ei[0][order], stable=True)
+    assert torch.equal(t.col.long(), ei[0][order][order_t])
+    assert torch.equal(t.rowptr[1:] - t.rowptr[:-1], torch.bincount(ei[1], minlength=n))
+
+
 def test_to_csr_keeps_stable_edge_order_within_rows(threads):
     # dedup=False keeps every entry; the counting sort must keep edge order within a row
     # before the (stable) row sort, whatever the thread count.
