@@ -983,6 +983,7 @@ def test_int64_columns_read_in_place_give_the_int32_outputs():
     wide = CSR(csr.rowptr, csr.col.long(), csr.num_nodes)
     runs = [
         lambda g: E.dprr(g, 2.0, seed=5, backend="cpp"),
+        lambda g: E.dprr(g, 2.0, seed=5, public=torch.arange(300) % 7 == 0, backend="cpp"),  # rows copied
         lambda g: E.rr_edges(g, 3.0, seed=6, backend="cpp"),
         lambda g: E.local_laplace(g, 1.0, seed=7, backend="cpp"),
         lambda g: E.local_laplace(g, 1.0, seed=8, backend="cpp", _target=5.0),  # later rounds: a union
