@@ -8,7 +8,6 @@
 // The Numba twin (ldpfast/_numba/graph.py) sums in the same order, so both give the same
 // bits.
 #include <algorithm>
-#include <memory>
 #include <numeric>
 #include <vector>
 
