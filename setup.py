@@ -8,10 +8,14 @@ import glob
 import os
 import shutil
 
-from pybind11.setup_helpers import Pybind11Extension, build_ext
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The sources of the one extension compile in parallel (one job per core unless
+# LDPFAST_BUILD_JOBS says otherwise); setuptools' own -j only runs extensions in parallel.
+ParallelCompile("LDPFAST_BUILD_JOBS", default=0).install()
 
 sources = sorted(glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
 # Headers: a header-only edit must rebuild the extension (setuptools compares mtimes).

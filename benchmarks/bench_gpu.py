@@ -52,6 +52,7 @@ import argparse
 import gc
 import json
 import math
+import signal
 import statistics
 import sys
 import time
@@ -531,12 +532,35 @@ def main(argv=None) -> int:
     log(f"GPU: {facts['name']} ({facts['capability']}, {facts['memory_GiB']} GiB), torch {torch.__version__}, "
         f"CUDA {torch.version.cuda}, CuPy {facts.get('cupy')}; kernels compile at first use "
         f"(cache {facts.get('kernel_cache')})")
+    B = Bench(a.repeat)
+    targets: list[dict] = []
+    interrupted = None
+    # `timeout` (tools/gpu_session.sh) sends SIGTERM: keep the rows measured so far.
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        measure(a, B, targets)
+    except (_Terminated, KeyboardInterrupt) as exc:
+        interrupted = f"stopped by {type(exc).__name__} after {len(B.rows)} rows"
+        log(interrupted + "; writing what was measured")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return write_report(a, argv, B, facts, targets, t_start, interrupted)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def measure(a, B: Bench, targets: list) -> None:
     fam = set(a.families)
     if a.quick:
         mech_n, mech_d, g_n, g_deg, small_n = 20_000, 64, 20_000, 10.0, 2_000
     else:
         mech_n, mech_d, g_n, g_deg, small_n = 1_000_000, 128, 1_000_000, 40.0, 20_000
-    B = Bench(a.repeat)
     B.copy_bandwidth((1 << 26) if a.quick else (1 << 30))
     if "mechanisms" in fam or "labels" in fam:
         log(f"mechanisms on {mech_n} x {mech_d}")
@@ -559,7 +583,6 @@ def main(argv=None) -> int:
         del small
     del csr, y
     free()
-    targets = []
     mech = [r for r in B.rows if r["family"] in ("mechanisms", "labels") and r["impl"] == "ldpfast"
             and "copy_fraction" in r]
     if mech:
@@ -601,10 +624,15 @@ def main(argv=None) -> int:
                         "met": None if r is None else r["median_s"] < STEP_TARGET_S})
         del ok, oy
         free()
+
+
+def write_report(a, argv, B: Bench, facts: dict, targets: list, t_start: float,
+                 interrupted: str | None) -> int:
     env = environment()
     env["gpu"] = facts
     env["copy_bandwidth_GBps"] = B.copy_GBps
     env["wall_s"] = time.perf_counter() - t_start
+    env["interrupted"] = interrupted
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = facts["name"].replace(" ", "_").replace("/", "_")
@@ -622,6 +650,8 @@ def main(argv=None) -> int:
     print(table)
     print("\nTargets:\n" + ttable, flush=True)
     log(f"done in {env['wall_s']:.0f} s; wrote {out / name}.json and .md")
+    if interrupted:
+        return 3
     if B.errors:
         log(f"{B.errors} row(s) raised an error (see 'error' in the JSON): exit status 2")
         return 2

@@ -59,6 +59,34 @@ def test_bench_gpu_flow_on_cpu(tmp_path):
     assert payload["targets"][0]["target"].startswith("memory-bound mechanisms")
 
 
+def test_bench_gpu_sigterm_keeps_the_rows_measured(tmp_path, monkeypatch):
+    # tools/gpu_session.sh stops a long run with `timeout` (SIGTERM): the rows measured so far
+    # must still reach the JSON, marked interrupted, with a distinct exit status.
+    import os
+    import signal
+
+    from benchmarks import bench_gpu
+
+    real = bench_gpu.measure
+
+    def measure_then_term(a, B, targets):
+        B.copy_bandwidth(1 << 20)
+        os.kill(os.getpid(), signal.SIGTERM)
+        real(a, B, targets)  # never reached: the handler raises at the next bytecode
+
+    monkeypatch.setattr(bench_gpu, "measure", measure_then_term)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        code = bench_gpu.main(["--cpu-dry-run", "--quick", "--repeat", "1", "--out", str(tmp_path)])
+    finally:
+        bench_gpu.DEV = "cuda"
+    assert code == 3
+    assert signal.getsignal(signal.SIGTERM) is before
+    (report,) = tmp_path.glob("bench_gpu_quick_*cpu-dry-run.json")
+    payload = json.loads(report.read_text())
+    assert payload["environment"]["interrupted"].startswith("stopped by _Terminated after 1 rows")
+    assert [r["family"] for r in payload["rows"]] == ["copy"]
+
 def test_bench_orkut_tiny(tmp_path):
     # every pipeline end to end on a 3000-node graph; the report is rewritten after each stage
     from benchmarks import bench_orkut
