@@ -126,7 +126,9 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
                                  "(sum of the weights into each node)")
         # Rows that received nothing are zero, so masking them again changes nothing:
         # only the first step needs the mask.
-        a = ones if aggr == "add" else torch.where(deg > 0, deg.clamp(min=1e-300).rsqrt(), 0.0)
+        # 1 / sqrt, not rsqrt: both are correctly rounded on every device, while CUDA's double
+        # rsqrt may be 1 ulp off the CPU's (float64 KProp on a GPU would then differ in bits).
+        a = ones if aggr == "add" else torch.where(deg > 0, 1.0 / deg.clamp(min=1e-300).sqrt(), 0.0)
         for t in range(k):
             b = a if aggr == "gcn" else ones
             scales.append((a.to(arith_dtype(dtype)), (b * m if t == 0 else b).to(arith_dtype(dtype))))

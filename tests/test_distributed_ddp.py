@@ -78,10 +78,16 @@ def _worker(rank, world, init_file, out_dir, seeds, sigmas):
         torch.distributed.destroy_process_group()
 
 
+def _start_method() -> str:
+    # fork: the children inherit the imported modules (spawn re-imports torch and PyG: ~20 s
+    # more).  With a GPU visible, any earlier backward in this process has started autograd's
+    # device threads, and torch refuses autograd in a forked child: spawn there.
+    return "spawn" if torch.cuda.is_available() else "fork"
+
+
 def _run_two(tmp_path, seeds, sigmas):
-    # fork: the children inherit the imported modules (spawn re-imports torch and PyG: ~20 s more)
     mp.start_processes(_worker, args=(2, str(tmp_path / "pg"), str(tmp_path), seeds, sigmas), nprocs=2,
-                       join=True, start_method="fork")
+                       join=True, start_method=_start_method())
 
 
 def test_part_shares_union_is_the_batch():

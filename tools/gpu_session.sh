@@ -8,7 +8,7 @@
 #                                             # ../shared/datasets -> .gpu_data/ (both ignored)
 # Then through the device tool, carry [".whl", ".gpu_data"], timeout_s about BUDGET + 40:
 #     GPU_SESSION_BUDGET=520 bash tools/gpu_session.sh [STEP...]
-#     STEP in: info cuda cpu bench demo repro (default: all; `cpu` runs in the background
+#     STEP in: info cuda cpu bench demo repro ddp (default: all but ddp; `cpu` runs in the background
 #     beside `cuda`, and the benchmark waits for it for a while, so its timings see a quiet host)
 # Every step gets min(its own cap, what is left of the budget minus a reserve for the steps
 # after it); a step cut short says so in the summary.  The GPU machine has python3.12, torch
@@ -92,10 +92,28 @@ if has cpu; then
     cpu_pid=$!
 fi
 if has cuda; then
-    run "pytest -m cuda" 200 200 python3 -m pytest -q -p no:cacheprovider -m cuda -rs --maxfail=25 \
-        > "$LOG/${stamp}_pytest_cuda.log" 2>&1
-    tail -25 "$LOG/${stamp}_pytest_cuda.log"
-    note "cuda suite: $(tail -1 "$LOG/${stamp}_pytest_cuda.log")"
+    # -v: one line per test as it ends; failures' tracebacks land in the live log at once
+    # (tools/pytest_live.py), and pytest-timeout (where installed) turns a hang into a failure
+    # with its stack.  GPU_CUDA_K: ';'-separated -k expressions run one after another (an
+    # order of priority); default: the whole -m cuda suite at once.
+    export PYTEST_LIVE_LOG=$LOG/${stamp}_pytest_cuda_failures.log
+    tmo=(); python3 -c "import pytest_timeout" 2>/dev/null && tmo=(--timeout "${GPU_TEST_TIMEOUT:-60}")
+    IFS=';' read -ra groups <<< "${GPU_CUDA_K:-}"; [[ ${#groups[@]} -eq 0 ]] && groups=("")
+    gi=0
+    for k in "${groups[@]}"; do
+        gi=$((gi + 1)); kk=(); [[ -n $k ]] && kk=(-k "$k")
+        run "pytest -m cuda (group $gi)" "${GPU_CUDA_CAP:-200}" "${GPU_CUDA_RESERVE:-200}" \
+            env PYTHONPATH="tools${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -v -p no:cacheprovider \
+            -p pytest_live -m cuda -rs "${tmo[@]}" "${kk[@]}" >> "$LOG/${stamp}_pytest_cuda.log" 2>&1
+        note "cuda group $gi: $(grep -E "[0-9]+ (passed|failed|skipped|error)" "$LOG/${stamp}_pytest_cuda.log" | tail -1)"
+    done
+    grep -E "^tests/.*(PASSED|FAILED|ERROR|SKIPPED)" "$LOG/${stamp}_pytest_cuda.log" | grep -v PASSED | head -40
+    [[ -f $PYTEST_LIVE_LOG ]] && grep -E "^=====|^E " "$PYTEST_LIVE_LOG" | head -80
+fi
+if has ddp; then  # the test that needs spawn once a GPU is visible
+    run "pytest ddp" 90 20 python3 -m pytest -q -p no:cacheprovider tests/test_distributed_ddp.py \
+        > "$LOG/${stamp}_pytest_ddp.log" 2>&1
+    tail -3 "$LOG/${stamp}_pytest_ddp.log"
 fi
 if [[ -n $cpu_pid ]] && has bench; then  # a quiet host for the timings, but not at any price
     for _ in $(seq 30); do kill -0 $cpu_pid 2>/dev/null || break; sleep 1; done
