@@ -337,7 +337,17 @@ def _is_sparse_tensor_like(adj) -> bool:
     return all(callable(getattr(adj, a, None)) for a in ("csr", "sparse_sizes")) and hasattr(adj, "storage")
 
 
+def _canonical_device(device) -> torch.device:
+    """``device`` with its index: "cuda" alone means the current CUDA device, so a tensor on
+    cuda:0 counts as on "cuda" (torch compares the two as different devices)."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def _same_device(tensors, device, name):
+    device = _canonical_device(device)
     for t in tensors:
         if t is not None and t.device != device:
             raise ValueError(f"{name}: expected tensors on {device} (the device of x), got {t.device}; "

@@ -52,6 +52,7 @@ a different summation order, so close to and not bit-identical with the CPU resu
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from . import _backend
@@ -76,6 +77,18 @@ def arith_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the sums run in (and a, b, edge values are given in) for x of ``dtype``:
     bfloat16 storage is added up in float32."""
     return torch.float32 if dtype == torch.bfloat16 else dtype
+
+
+def inv_sqrt(t: torch.Tensor) -> torch.Tensor:
+    """1 / sqrt(t), float64, correctly rounded on every device, so gcn scales (and float64
+    KProp) have the same bits on CPU and GPU.  torch's own ops are not: its CPU sqrt is a
+    vectorised approximation (52110 of 4M values differ from NumPy's, torch 2.13, AVX2) and
+    CUDA's double rsqrt is not correctly rounded (both seen on an H200, 2026-11-26).  NumPy's
+    sqrt on the CPU and torch's CUDA sqrt (PTX has only the IEEE double sqrt) are; the
+    division is IEEE on both."""
+    if t.device.type == "cpu":
+        return torch.from_numpy(1.0 / np.sqrt(t.double().numpy()))
+    return 1.0 / t.double().sqrt()
 
 
 def _step(csr: CSR, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, self_loop: bool,
@@ -126,9 +139,7 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
                                  "(sum of the weights into each node)")
         # Rows that received nothing are zero, so masking them again changes nothing:
         # only the first step needs the mask.
-        # 1 / sqrt, not rsqrt: both are correctly rounded on every device, while CUDA's double
-        # rsqrt may be 1 ulp off the CPU's (float64 KProp on a GPU would then differ in bits).
-        a = ones if aggr == "add" else torch.where(deg > 0, 1.0 / deg.clamp(min=1e-300).sqrt(), 0.0)
+        a = ones if aggr == "add" else torch.where(deg > 0, inv_sqrt(deg.clamp(min=1e-300)), 0.0)
         for t in range(k):
             b = a if aggr == "gcn" else ones
             scales.append((a.to(arith_dtype(dtype)), (b * m if t == 0 else b).to(arith_dtype(dtype))))

@@ -604,6 +604,23 @@ def test_gpu_kprop_equals_cpu(cached, dtype):
         assert torch.equal(xg.grad.cpu(), xc.grad), aggr
 
 
+
+@_apply(gpu)
+def test_gpu_inv_sqrt_correctly_rounded_and_cuda_names_the_current_device():
+    # gcn scales: the GPU's 1/sqrt must give NumPy's bits (the CPU path uses NumPy's sqrt)
+    from ldpfast import ops
+    from ldpfast.graph import as_adj_t
+
+    g = torch.Generator().manual_seed(8)
+    d = torch.cat([torch.arange(1, 200_001, dtype=torch.float64),
+                   torch.rand(200_000, generator=g, dtype=torch.float64) * 1e6 + 0.1])
+    assert ops.inv_sqrt(d.cuda()).cpu().numpy().tobytes() == (1.0 / np.sqrt(d.numpy())).tobytes()
+    ei = torch.randint(0, 50, (2, 300), generator=g)
+    want = as_adj_t(ei, 50)
+    for device in ("cuda", torch.device("cuda"), f"cuda:{torch.cuda.current_device()}"):
+        got = as_adj_t(ei.cuda(), 50, device=device)  # "cuda" is the tensors' cuda:0, not another device
+        assert torch.equal(got.col.cpu(), want.col) and torch.equal(got.rowptr.cpu(), want.rowptr)
+
 def _hub_graph(seed):
     """(generator, n, edge_index, x, y): 3000 random nodes plus a hub (node 0, 2000 in-edges,
     a long row); the generator goes on from there for the test's masks."""

@@ -236,3 +236,26 @@ def test_bf16_bad_input():
         KProp(storage=torch.float16)
     with pytest.raises(TypeError, match="bfloat16"):
         ops.propagate(ei, torch.ones(n, 2, dtype=torch.float16), 1)
+
+
+def test_gcn_scales_are_the_correctly_rounded_inverse_square_root():
+    # The CPU/GPU bit identity of float64 KProp rests on deg^-1/2 being correctly rounded on
+    # both devices: torch's CPU sqrt is not (it differs from NumPy on ~1% of doubles), so the
+    # reference here is NumPy's IEEE sqrt, and integer and weighted degrees are both covered.
+    import numpy as np
+
+    g = torch.Generator().manual_seed(7)
+    d = torch.cat([torch.arange(1, 200_001, dtype=torch.float64),
+                   torch.rand(200_000, generator=g, dtype=torch.float64) * 1e6 + 0.1])
+    assert ops.inv_sqrt(d).numpy().tobytes() == (1.0 / np.sqrt(d.numpy())).tobytes()
+    n = 3000
+    ei = torch.randint(0, n, (2, 60_000), generator=g)
+    w = torch.rand(60_000, generator=g, dtype=torch.float64)
+    for csr in (to_csr(ei, n), to_csr(ei, n, edge_weight=w)):
+        (a, b), = ops.step_scales(csr, 1, "gcn", True, None, torch.float64)
+        deg = csr.degrees().double() + 1.0
+        if csr.value is not None:  # weighted in-degree + 1, summed by the kernel in CSR order
+            rows = [csr.value[csr.rowptr[i]:csr.rowptr[i + 1]].tolist() for i in range(n)]
+            deg = torch.tensor([sum(r, 1.0) for r in rows], dtype=torch.float64)  # 1 + w_1 + ..., in order
+        want = 1.0 / np.sqrt(deg.numpy())
+        assert a.numpy().tobytes() == want.tobytes() and b.numpy().tobytes() == want.tobytes()
