@@ -341,7 +341,7 @@ def _canonical_device(device) -> torch.device:
     """``device`` with its index: "cuda" alone means the current CUDA device, so a tensor on
     cuda:0 counts as on "cuda" (torch compares the two as different devices)."""
     device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return device
 

@@ -467,3 +467,11 @@ def test_pyg_script_cora_to_sparse_tensor():
     x = data.x
     torch.testing.assert_close(model.prop(x, data.adj_t), KProp(k=2, aggr="gcn")(x, data.adj_t))
     assert ldpfast.nn.KProp is KProp
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where no GPU exists")
+def test_as_adj_t_for_cuda_without_a_gpu_names_the_adjacency():
+    from ldpfast.graph import as_adj_t
+
+    with pytest.raises(ValueError, match="edge_index: expected tensors on cuda"):
+        as_adj_t(torch.randint(0, 5, (2, 10)), 5, device="cuda")
