@@ -116,7 +116,7 @@ if has ddp; then  # the test that needs spawn once a GPU is visible
     tail -3 "$LOG/${stamp}_pytest_ddp.log"
 fi
 if [[ -n $cpu_pid ]] && has bench; then  # a quiet host for the timings, but not at any price
-    for _ in $(seq 30); do kill -0 $cpu_pid 2>/dev/null || break; sleep 1; done
+    for _ in $(seq "$(cap 300 90)"); do kill -0 $cpu_pid 2>/dev/null || break; sleep 1; done
     kill -0 $cpu_pid 2>/dev/null && note "bench starts with the CPU suite still running (load $(cut -d' ' -f1-3 /proc/loadavg))"
 fi
 if has bench; then
