@@ -9,7 +9,11 @@
 # Then through the device tool, carry [".whl", ".gpu_data"], timeout_s about BUDGET + 40:
 #     GPU_SESSION_BUDGET=520 bash tools/gpu_session.sh [STEP...]
 #     STEP in: info cuda cpu bench demo repro ddp (default: all but ddp; `cpu` runs in the background
-#     beside `cuda`, and the benchmark waits for it for a while, so its timings see a quiet host)
+#     beside `cuda`, and the benchmark waits for it, keeping 90 s for itself and the rest, so
+#     its timings see a quiet host)
+# Timings seen on an H200 (2026-11-26): build 31-38 s; -m cuda alone 75 s; the CPU suite under
+# -n 10 227 s; bench 26 s (Orkut-like generated in 4 s); demo 17 s; repro cells 21 s.  So the
+# default run fits BUDGET=480 (about 8.5 minutes of device time with the machine's start).
 # Every step gets min(its own cap, what is left of the budget minus a reserve for the steps
 # after it); a step cut short says so in the summary.  The GPU machine has python3.12, torch
 # +cu130, torch_geometric, cupy-cuda13x, numba, pybind11, pytest(-xdist), scipy, matplotlib,
