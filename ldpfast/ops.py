@@ -79,7 +79,7 @@ def arith_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype == torch.bfloat16 else dtype
 
 
-def inv_sqrt(t: torch.Tensor) -> torch.Tensor:
+def _inv_sqrt(t: torch.Tensor) -> torch.Tensor:
     """1 / sqrt(t), float64, correctly rounded on every device, so gcn scales (and float64
     KProp) have the same bits on CPU and GPU.  torch's own ops are not: its CPU sqrt is a
     vectorised approximation (52110 of 4M values differ from NumPy's, torch 2.13, AVX2) and
@@ -139,7 +139,7 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
                                  "(sum of the weights into each node)")
         # Rows that received nothing are zero, so masking them again changes nothing:
         # only the first step needs the mask.
-        a = ones if aggr == "add" else torch.where(deg > 0, inv_sqrt(deg.clamp(min=1e-300)), 0.0)
+        a = ones if aggr == "add" else torch.where(deg > 0, _inv_sqrt(deg.clamp(min=1e-300)), 0.0)
         for t in range(k):
             b = a if aggr == "gcn" else ones
             scales.append((a.to(arith_dtype(dtype)), (b * m if t == 0 else b).to(arith_dtype(dtype))))
