@@ -81,11 +81,11 @@ def arith_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _inv_sqrt(t: torch.Tensor) -> torch.Tensor:
     """1 / sqrt(t), float64, correctly rounded on every device, so gcn scales (and float64
-    KProp) have the same bits on CPU and GPU.  torch's own ops are not: its CPU sqrt is a
-    vectorised approximation (52110 of 4M values differ from NumPy's, torch 2.13, AVX2) and
-    CUDA's double rsqrt is not correctly rounded (both seen on an H200, 2026-11-26).  NumPy's
-    sqrt on the CPU and torch's CUDA sqrt (PTX has only the IEEE double sqrt) are; the
-    division is IEEE on both."""
+    KProp) have the same bits on CPU and GPU.  torch's CPU sqrt is not correctly rounded
+    (52110 of 4M doubles differ from NumPy's: torch 2.13, AVX2; also on the AVX-512 host of
+    an H200 machine), and its CPU and CUDA rsqrt disagreed there.  NumPy's sqrt is IEEE, and
+    torch's CUDA 1 / sqrt gave NumPy's bits on the same 4M values (PTX has only the IEEE
+    double sqrt); the division is IEEE on both (docs/gpu, 2026-11-26)."""
     if t.device.type == "cpu":
         return torch.from_numpy(1.0 / np.sqrt(t.double().numpy()))
     return 1.0 / t.double().sqrt()
