@@ -3,6 +3,8 @@
 # logs and JSON tarred into $OUT/gpu.tgz (at most 8 files come back) and a running summary in
 # $OUT/summary.txt.
 #
+# Before any GPU time, check the GPU tests' own logic here (tools/gpu_dryrun.py says how to read it):
+#     PYTHONPATH=tools python -m pytest -p gpu_dryrun -m cuda -q --tb=line
 # Here, once per session:
 #     bash tools/gpu_session.sh --prepare     # cp312 wheels the GPU machine lacks -> .whl/,
 #                                             # ../shared/datasets -> .gpu_data/ (both ignored)
