@@ -87,6 +87,7 @@ def test_bench_gpu_sigterm_keeps_the_rows_measured(tmp_path, monkeypatch):
     assert payload["environment"]["interrupted"].startswith("stopped by _Terminated after 1 rows")
     assert [r["family"] for r in payload["rows"]] == ["copy"]
 
+
 def test_bench_orkut_tiny(tmp_path):
     # every pipeline end to end on a 3000-node graph; the report is rewritten after each stage
     from benchmarks import bench_orkut

@@ -604,7 +604,6 @@ def test_gpu_kprop_equals_cpu(cached, dtype):
         assert torch.equal(xg.grad.cpu(), xc.grad), aggr
 
 
-
 @_apply(gpu)
 def test_gpu_inv_sqrt_correctly_rounded_and_cuda_names_the_current_device():
     # gcn scales: the GPU's 1/sqrt must give NumPy's bits (the CPU path uses NumPy's sqrt)
@@ -620,6 +619,7 @@ def test_gpu_inv_sqrt_correctly_rounded_and_cuda_names_the_current_device():
     for device in ("cuda", torch.device("cuda"), f"cuda:{torch.cuda.current_device()}"):
         got = as_adj_t(ei.cuda(), 50, device=device)  # "cuda" is the tensors' cuda:0, not another device
         assert torch.equal(got.col.cpu(), want.col) and torch.equal(got.rowptr.cpu(), want.rowptr)
+
 
 def _hub_graph(seed):
     """(generator, n, edge_index, x, y): 3000 random nodes plus a hub (node 0, 2000 in-edges,

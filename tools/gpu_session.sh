@@ -89,9 +89,16 @@ if has info; then
     fi
 fi
 cpu_pid=
+# wait_cpu SECONDS: wait for the background CPU suite at most that long; false if still running
+wait_cpu() {
+    local _
+    for _ in $(seq "$1"); do kill -0 "$cpu_pid" 2>/dev/null || return 0; sleep 1; done
+    ! kill -0 "$cpu_pid" 2>/dev/null
+}
 if has cpu; then
     # the CPU suite in the background on 10 of the 16 cores (xdist), one thread per worker
-    ( t=$(cap 330 150); note "cpu suite: start (cap ${t}s, -n 10)"
+    ( t=$(cap 330 150); ((t == 0)) && { note "cpu suite: SKIPPED (no time left)"; exit; }
+      note "cpu suite: start (cap ${t}s, -n 10)"
       OMP_NUM_THREADS=1 LDPFAST_NUM_THREADS=2 timeout -k 5 "$t" python3 -m pytest -q -p no:cacheprovider \
           -m "not cuda" -n 10 > "$LOG/${stamp}_pytest_cpu.log" 2>&1
       note "cpu suite: rc=$? $(tail -1 "$LOG/${stamp}_pytest_cpu.log")" ) &
@@ -122,21 +129,20 @@ if has ddp; then  # the test that needs spawn once a GPU is visible
     tail -3 "$LOG/${stamp}_pytest_ddp.log"
 fi
 if [[ -n $cpu_pid ]] && has bench; then  # a quiet host for the timings, but not at any price
-    for _ in $(seq "$(cap 300 90)"); do kill -0 $cpu_pid 2>/dev/null || break; sleep 1; done
-    kill -0 $cpu_pid 2>/dev/null && note "bench starts with the CPU suite still running (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    wait_cpu "$(cap 300 90)" || note "bench starts with the CPU suite still running (load $(cut -d' ' -f1-3 /proc/loadavg))"
 fi
 if has bench; then
     run bench_gpu 240 75 python3 benchmarks/bench_gpu.py --repeat 3 --out "$LOG" > "$LOG/${stamp}_bench_gpu.log" 2>&1
-    grep -E "copy:|ERROR|skipped|Targets" -A0 "$LOG/${stamp}_bench_gpu.log" | head -40
+    grep -E "copy:|ERROR|skipped" "$LOG/${stamp}_bench_gpu.log" | head -40
     sed -n '/^Targets:/,$p' "$LOG/${stamp}_bench_gpu.log"
 fi
 has demo && { run "demo --device cuda" 60 35 ldpfast demo --device cuda --seed 7 --json "$LOG/${stamp}_demo.json" \
     > "$LOG/${stamp}_demo.log" 2>&1; tail -6 "$LOG/${stamp}_demo.log"; }
 has repro && { run "repro cells" 60 8 python3 tools/gpu_repro_cells.py --out "$LOG" > "$LOG/${stamp}_repro.log" 2>&1
-    cat "$LOG/${stamp}_repro.log" | tail -8; }
+    tail -8 "$LOG/${stamp}_repro.log"; }
 if [[ -n $cpu_pid ]]; then
-    t=$(cap 300 6); for _ in $(seq "$t"); do kill -0 $cpu_pid 2>/dev/null || break; sleep 1; done
-    kill -0 $cpu_pid 2>/dev/null && { note "cpu suite still running at the deadline: stopping it"; kill -- -$cpu_pid 2>/dev/null; pkill -f "pytest -q -p no:cacheprovider -m not cuda"; }
+    wait_cpu "$(cap 300 6)" || { note "cpu suite still running at the deadline: stopping it"
+        pkill -f "pytest -q -p no:cacheprovider -m not cuda"; }
     grep -E "^(FAILED|ERROR)" "$LOG/${stamp}_pytest_cpu.log" | head -30
     tail -2 "$LOG/${stamp}_pytest_cpu.log"
 fi
