@@ -153,13 +153,16 @@ def _rr_row_task(i, args, stt, stf, ocol, _ov, w0, fill):
                    w0, fill)
 
 
-@pjit
+@nb.njit(nogil=True, parallel=True)  # not cached: a dispatcher argument corrupts Numba's cache index
 def _count_fill(n, row, args, orp, oc, ov, fill):
     """The count / fill passes of a row sampler ``row(i, args, state_a, state_b, oc, ov, w0,
     fill)`` that returns row ``i``'s size and, with ``fill``, writes it at ``oc[w0:]`` (and
     ``ov[w0:]``).  Count: ``orp[i + 1]`` = size (``orp[0] = 0``, not summed).  Fill: rows
     written at the summed ``orp``; returns how many blocks regenerated a different size (a
-    bug).  One body for every two-pass sampler (RR rows, LocalLap zero candidates)."""
+    bug).  One body for every two-pass sampler (RR rows, LocalLap zero candidates), called from
+    a cached wrapper per sampler that names its row function as a global: a cached function
+    that takes a dispatcher as an argument breaks Numba's cache ("ReferenceError: underlying
+    object has vanished" on a later load, numba issues 9348 and 2956)."""
     nblk = (n + _BLOCK - 1) // _BLOCK
     bad = np.zeros(nblk, dtype=np.int64)
     if not fill:
@@ -176,9 +179,14 @@ def _count_fill(n, row, args, orp, oc, ov, fill):
     return bad.sum()
 
 
+@pjit
+def _rr_count_fill(n, args, orp, oc, ov, fill):
+    return _count_fill(n, _rr_row_task, args, orp, oc, ov, fill)
+
+
 def _rr(rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp, ocol, fill):
     args = (rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub)
-    return _count_fill(rowptr.shape[0] - 1, _rr_row_task, args, orp, ocol, np.empty(0, dtype=np.int64), fill)
+    return _rr_count_fill(rowptr.shape[0] - 1, args, orp, ocol, np.empty(0, dtype=np.int64), fill)
 
 
 @jit
@@ -413,9 +421,13 @@ def _ll_zero_task(i, args, stg, stv, oc, ov, w0, fill):
                         oc, ov, w0, fill)
 
 
+@pjit
+def _ll_count_fill(n, args, orp, oc, ov, fill):
+    return _count_fill(n, _ll_zero_task, args, orp, oc, ov, fill)
+
+
 def _ll_zero(erp, ecol, seed, rnd, pi, lo, hi, split, t, s, orp, oc, ov, fill):
-    return _count_fill(erp.shape[0] - 1, _ll_zero_task, (erp, ecol, seed, rnd, pi, lo, hi, split, t, s), orp, oc, ov,
-                       fill)
+    return _ll_count_fill(erp.shape[0] - 1, (erp, ecol, seed, rnd, pi, lo, hi, split, t, s), orp, oc, ov, fill)
 
 
 def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s, out_rowptr, out_col, out_val, fill):
