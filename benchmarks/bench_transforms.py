@@ -15,8 +15,10 @@ Rows, all timed in one run, interleaved (A B C ..., A B C ...), median of ``--re
 * ``mechanism`` -- ``ldpfast.mechanisms.edges.dprr`` / ``rr_edges`` / ``local_laplace`` on the
   CSR (checks, degree noise, sampling; output as CSR);
 * ``transform`` from ``Data(edge_index=...)`` and from a ``Data`` holding only a CSR
-  (``data.csr``, as ``ldpfast.datasets.orkut_like`` stores graphs): the input fingerprint, the
-  CSR, the mechanism and the output ``edge_index`` (or ``csr``);
+  (``data.csr``, as ``ldpfast.datasets.orkut_like`` stores graphs, rows = message sources) and
+  from a ``Data`` holding PyG's ``adj_t`` (``T.ToSparseTensor()``: a torch sparse CSR tensor,
+  rows = targets): the input fingerprint, the CSR, the mechanism and the output
+  ``edge_index`` (or ``csr``, or ``adj_t``);
 * ``DPRR before`` -- the DPRR transform's steps as they ran before this change (fingerprint
   then CSR, one after the other; ``to_csr`` + self-loop pass + ``edges_check_csr``; two-pass
   sampler; ``torch.stack`` of the edge_index), checked bit for bit against the new transform.
@@ -79,6 +81,25 @@ def data_ei(ei, n):
     from torch_geometric.data import Data
 
     return Data(edge_index=ei, num_nodes=n)
+
+
+def adj_t_of(ei, n):
+    """PyG's ``T.ToSparseTensor()`` of ``Data(edge_index=ei)`` (torch_sparse absent: a torch sparse
+    CSR tensor, int64 indices, float32 unit values), built once outside the timing."""
+    import warnings
+
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return T.ToSparseTensor()(Data(edge_index=ei, num_nodes=n)).adj_t
+
+
+def data_adj_t(adj_t, n):
+    from torch_geometric.data import Data
+
+    return Data(adj_t=adj_t, num_nodes=n)
 
 
 def data_csr(csr):
@@ -247,10 +268,16 @@ def main(argv=None) -> int:
     max_rr = 10 * E_in + 10**8
     info: dict[str, dict] = {}
 
-    def keep(name, out_ei=None, res=None):
+    def keep(name, out_ei=None, res=None, adj=None):
+        if adj is not None:  # a torch sparse CSR adj_t: its three arrays
+            info[name] = {"output_nnz": int(adj.col_indices().numel()), "output_adj_t_mib": nbytes(
+                adj.crow_indices(), adj.col_indices(), adj.values()) / MIB}
+            return
         info[name] = {"output_nnz": None if out_ei is None else int(out_ei.size(1)),
                       "output_edge_index_mib": None if out_ei is None else nbytes(out_ei) / MIB,
                       "output_csr_mib": None if res is None else csr_bytes(res) / MIB}
+
+    adj_t = adj_t_of(ei, n)
 
     cases = {
         "sampler one-pass": lambda: keep("sampler one-pass", res=E._rr_sample(csr, pt, pf, seed, backend="cpp")),
@@ -264,6 +291,8 @@ def main(argv=None) -> int:
             "DPRR transform(Data edge_index)", DPRR(args.eps, seed=SECRET)(data_ei(ei, n)).edge_index),
         "DPRR transform(Data csr)": lambda: keep(
             "DPRR transform(Data csr)", res=DPRR(args.eps, seed=SECRET)(data_csr(csr)).csr),
+        "DPRR transform(Data adj_t)": lambda: keep(
+            "DPRR transform(Data adj_t)", adj=DPRR(args.eps, seed=SECRET)(data_adj_t(adj_t, n)).adj_t),
     }
     if "before" not in args.skip:
         cases["DPRR before (Data edge_index)"] = lambda: keep(
@@ -277,6 +306,9 @@ def main(argv=None) -> int:
         cases["RREdges transform(Data csr)"] = lambda: keep(
             "RREdges transform(Data csr)",
             res=RREdges(args.rr_eps, seed=SECRET, max_output_edges=max_rr)(data_csr(csr)).csr)
+        cases["RREdges transform(Data adj_t)"] = lambda: keep(
+            "RREdges transform(Data adj_t)",
+            adj=RREdges(args.rr_eps, seed=SECRET, max_output_edges=max_rr)(data_adj_t(adj_t, n)).adj_t)
     if "locallap" not in args.skip:
         cases["LocalLap mechanism(CSR)"] = lambda: keep("LocalLap mechanism(CSR)",
                                                         res=E.local_laplace(csr, args.eps, seed=seed).noisy)
@@ -284,6 +316,8 @@ def main(argv=None) -> int:
             "LocalLap transform(Data edge_index)", LocalLap(args.eps, seed=SECRET)(data_ei(ei, n)).edge_index)
         cases["LocalLap transform(Data csr)"] = lambda: keep(
             "LocalLap transform(Data csr)", res=LocalLap(args.eps, seed=SECRET)(data_csr(csr)).csr)
+        cases["LocalLap transform(Data adj_t)"] = lambda: keep(
+            "LocalLap transform(Data adj_t)", adj=LocalLap(args.eps, seed=SECRET)(data_adj_t(adj_t, n)).adj_t)
 
     # the baseline computes what the transform computes, bit for bit
     if "before" not in args.skip:
@@ -321,7 +355,9 @@ def main(argv=None) -> int:
         if "locallap" not in args.skip:
             rows += locallap_stages(csr, args.eps, args.repeat)
     rows.append({"case": "input", "impl": "bytes", "edge_index_mib": in_bytes["edge_index"] / MIB,
-                 "csr_mib": in_bytes["csr"] / MIB, "loadavg_1_5_15m": os.getloadavg()})
+                 "csr_mib": in_bytes["csr"] / MIB,
+                 "adj_t_mib": nbytes(adj_t.crow_indices(), adj_t.col_indices(), adj_t.values()) / MIB,
+                 "loadavg_1_5_15m": os.getloadavg()})
     write_report("bench_transforms", rows, args.out, command=command)
     return 0
 

@@ -1003,3 +1003,184 @@ def test_int64_columns_read_in_place_give_the_int32_outputs():
     s32.write(c32, none, none, 0)
     s64.write(c64, none, none, 0)
     assert s32.nnz == s64.nnz > 0 and np.array_equal(c32.astype(np.int64), c64)
+
+
+# --------------------------------------------------------------------------------------------
+# PyG's adj_t (T.ToSparseTensor) as the transforms' input and output
+# --------------------------------------------------------------------------------------------
+class _FakeSparseTensor:
+    """The part of torch_sparse.SparseTensor the transforms use (``csr()``, ``sparse_sizes()``,
+    ``storage.value()``, the keyword constructor); torch_sparse is an optional source build."""
+
+    def __init__(self, rowptr, col, value=None, sparse_sizes=None, is_sorted=False, trust_data=False):
+        self.rowptr, self.col, self._value, self.sizes = rowptr, col, value, sparse_sizes
+        self.storage = type("Storage", (), {"value": lambda _self: value})()
+
+    def csr(self):
+        return self.rowptr, self.col, self._value
+
+    def sparse_sizes(self):
+        return self.sizes
+
+
+def _adj_layouts(csr):
+    """(name, adj_t) of one undirected graph in every format PyG users hold it."""
+    import warnings
+
+    n, ei = csr.num_nodes, csr.to_edge_index()
+    vals = torch.ones(ei.size(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_csr = torch.sparse_csr_tensor(csr.rowptr, csr.col.to(torch.int64), vals, size=(n, n))
+        return [("csr", t_csr),
+                ("csr_int32_float64", torch.sparse_csr_tensor(csr.rowptr.to(torch.int32), csr.col.to(torch.int32),
+                                                              vals.double(), size=(n, n))),
+                ("csc", t_csr.to_sparse_csc()),
+                ("coo", torch.sparse_coo_tensor(ei, vals, (n, n)).coalesce()),
+                ("coo_uncoalesced", torch.sparse_coo_tensor(ei.flip(1), vals, (n, n))),
+                ("sparse_tensor", _FakeSparseTensor(csr.rowptr, csr.col.to(torch.int64), None, (n, n))),
+                ("sparse_tensor_valued", _FakeSparseTensor(csr.rowptr, csr.col.to(torch.int64), vals, (n, n)))]
+
+
+def _adj_t_dense(adj):
+    if isinstance(adj, _FakeSparseTensor):
+        n = adj.sizes[0]
+        rp, col, _ = adj.csr()
+        return dense(CSR(rp, col, n))
+    return adj.to_dense() != 0
+
+
+@pytest.mark.parametrize("layout", ["csr", "csr_int32_float64", "csc", "coo", "coo_uncoalesced", "sparse_tensor",
+                                    "sparse_tensor_valued"])
+def test_transforms_read_and_write_adj_t_in_its_own_format(layout):
+    """A Data holding only adj_t (T.ToSparseTensor's output) is randomised and comes back as an
+    adj_t of the same type, layout, index and value dtype, holding the noisy graph the same
+    transform gives from edge_index (same identity, same seed): row i = the nodes i aggregates
+    from, i.e. edge_index's (j, i) entries."""
+    from torch_geometric.data import Data
+
+    from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
+
+    n = 120
+    csr = random_graph(n, 400, 41)
+    adj = dict(_adj_layouts(csr))[layout]
+    for cls, kw in ((DPRR, {"eps": 2.0, "eps1": 0.5}), (DPRR, {"eps": 2.0, "symmetrize": "or"}),
+                    (RREdges, {"eps": 3.0}), (LocalLap, {"eps": 1.0})):
+        tr = cls(seed=5, identity="graph_id", **kw)
+        data = Data(adj_t=adj, num_nodes=n, graph_id=7)
+        out = tr(data)
+        ref = tr(Data(edge_index=csr.to_edge_index(), num_nodes=n, graph_id=7))
+        assert data.adj_t is adj and "edge_index" not in out, (layout, cls.__name__)
+        got = out.adj_t
+        assert type(got) is type(adj)
+        want = torch.zeros(n, n, dtype=torch.bool)
+        want[ref.edge_index[1], ref.edge_index[0]] = True
+        assert torch.equal(_adj_t_dense(got), want), (layout, cls.__name__, kw)
+        assert not torch.equal(want, dense(csr))  # the noise changed the graph
+        if isinstance(adj, _FakeSparseTensor):
+            assert (got.storage.value() is None) == (adj.storage.value() is None)
+            assert got.col.dtype == torch.int64
+            continue
+        assert got.layout == adj.layout and got.dtype == adj.dtype
+        idx = {torch.sparse_csr: lambda a: a.crow_indices(), torch.sparse_csc: lambda a: a.ccol_indices(),
+               torch.sparse_coo: lambda a: a._indices()}[adj.layout]
+        assert idx(got).dtype == idx(adj).dtype
+        if adj.layout == torch.sparse_coo:
+            assert got.is_coalesced()
+        assert bool((got.values() == 1).all())
+
+
+def test_every_form_of_the_graph_in_the_output_is_the_noisy_one():
+    """A Data holding both edge_index and adj_t (T.ToSparseTensor(remove_edge_index=False))
+    comes back with both replaced by the same noisy graph: an adj_t passed through would be the
+    true graph beside a ledger that says it was randomised."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Data
+
+    from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
+
+    n = 100
+    csr = random_graph(n, 300, 42)
+    data = T.ToSparseTensor(remove_edge_index=False)(Data(edge_index=csr.to_edge_index(), num_nodes=n))
+    true_adj = data.adj_t.to_dense().clone()
+    for tr in (DPRR(eps=2.0, seed=1), RREdges(eps=2.0, seed=1), LocalLap(eps=1.0, seed=1)):
+        out = tr(data)
+        from_ei = torch.zeros(n, n)
+        from_ei[out.edge_index[1], out.edge_index[0]] = 1
+        assert torch.equal(out.adj_t.to_dense(), from_ei), type(tr).__name__
+        assert not torch.equal(out.adj_t.to_dense(), true_adj)
+        assert torch.equal(data.adj_t.to_dense(), true_adj)  # the input is untouched
+
+
+def test_edge_attributes_are_dropped_and_other_graph_attributes_refused():
+    """Attributes aligned with the true edges are dropped from the output; attributes that would
+    carry the true graph past the mechanism and cannot be dropped as edge attributes are
+    refused before any work, naming the attribute, with the input unchanged."""
+    from torch_geometric.data import Data
+
+    from ldpfast.transforms.edges import DPRR
+
+    n = 80
+    csr = random_graph(n, 240, 43)
+    ei = csr.to_edge_index()
+    E_ = ei.size(1)
+    data = Data(edge_index=ei, num_nodes=n, edge_type=torch.arange(E_) % 3, edge_attr=torch.ones(E_, 2),
+                x=torch.ones(n, 4), train_mask=torch.ones(n, dtype=torch.bool))
+    out = DPRR(eps=2.0, seed=1)(data)
+    assert "edge_type" not in out and "edge_attr" not in out
+    assert torch.equal(out.x, data.x) and "train_mask" in out and "edge_type" in data
+    bad = {
+        "edge_label_index": ei[:, :10].clone(),  # a link split's true edges: not aligned with edge_index
+        "adj": torch.sparse_coo_tensor(ei, torch.ones(E_), (n, n)),  # a second adjacency
+        "neighbours": csr,  # an ldpfast CSR under another name
+        "num_edges_true": E_,  # a number named after the edges
+    }
+    for key, v in bad.items():
+        d = data.clone()
+        d[key] = v
+        before = {k: d[k] for k in d.keys()}
+        with pytest.raises(ValueError, match=f"data.{key}"):
+            DPRR(eps=2.0, seed=1)(d)
+        assert {k: d[k] for k in d.keys()}.keys() == before.keys()
+
+
+@pytest.mark.parametrize("case", ["asymmetric", "self loop", "shape", "dense"])
+def test_bad_adj_t_is_refused_with_its_name(case):
+    import warnings
+
+    from torch_geometric.data import Data
+
+    from ldpfast.transforms.edges import DPRR
+
+    n = 30
+    csr = random_graph(n, 60, 44)
+    ei = csr.to_edge_index()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if case == "asymmetric":
+            adj, err, msg = torch.sparse_coo_tensor(ei[:, 1:], torch.ones(ei.size(1) - 1), (n, n)).to_sparse_csr(), \
+                ValueError, "asymmetric"
+        elif case == "self loop":
+            e2 = torch.cat([ei, torch.tensor([[3], [3]])], 1)
+            adj, err, msg = torch.sparse_coo_tensor(e2, torch.ones(e2.size(1)), (n, n)).coalesce(), \
+                ValueError, "self loops"
+        elif case == "shape":
+            adj, err, msg = torch.sparse_coo_tensor(ei, torch.ones(ei.size(1)), (n, n + 1)).to_sparse_csr(), \
+                ValueError, r"data.adj_t must be \(30, 30\)"
+        else:
+            adj, err, msg = torch.zeros(n, n), TypeError, "data.adj_t must be a torch sparse tensor"
+    with pytest.raises(err, match=msg):
+        DPRR(eps=2.0, seed=1)(Data(adj_t=adj, num_nodes=n))
+
+
+def test_mechanisms_take_a_data_holding_adj_t():
+    from torch_geometric.data import Data
+
+    n = 90
+    csr = random_graph(n, 300, 45)
+    for _, adj in _adj_layouts(csr):
+        d = Data(adj_t=adj, num_nodes=n)
+        assert _same(E.dprr(d, 2.0, seed=3, eps1=0.5).noisy, E.dprr(csr, 2.0, seed=3, eps1=0.5).noisy)
+        assert _same(E.local_laplace(d, 1.0, seed=3).noisy, E.local_laplace(csr, 1.0, seed=3).noisy)
+    with pytest.raises(ValueError, match="holds no graph"):
+        E.dprr(Data(num_nodes=n), 2.0, seed=3)

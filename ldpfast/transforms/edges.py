@@ -1,9 +1,20 @@
 """PyG transforms for edge LDP: :class:`DPRR`, :class:`RREdges`, :class:`LocalLap`.
 
 Thin wrappers around :mod:`ldpfast.mechanisms.edges` (paper: Hidano & Murakami, DPRR).
-Each returns a *copy* of the input ``Data`` whose ``edge_index`` is the randomised graph
-(the input is never modified), drops per-edge attributes that no longer match
-(``edge_attr``, ``edge_weight``), and records the privacy cost: the returned object's
+The graph is read from ``data.csr`` (ldpfast's CSR-only graphs), else ``data.edge_index``,
+else ``data.adj_t`` (what ``T.ToSparseTensor()`` stores: a torch sparse CSR/CSC/COO tensor or
+a ``torch_sparse.SparseTensor``; its pattern is the graph, its values are not read).  Each
+returns a *copy* of the input ``Data`` (the input is never modified) in which *every* form of
+the graph it holds is the randomised graph, in the same format: ``edge_index``, ``csr`` and
+``adj_t`` (same layout, index dtype and value dtype, unit values; for ``symmetrize="none"``
+row ``i`` of ``adj_t`` is user ``i``'s noisy list, which is what ``edge_index``'s
+``(j, i)`` entries say in PyG's convention).  Per-edge attributes of the true graph
+(``edge_attr``, ``edge_weight`` and every other attribute PyG's ``Data.is_edge_attr`` finds
+aligned with the edges) are dropped, and any other attribute that would carry the true graph
+past the mechanism (another sparse adjacency or CSR, or a tensor whose name mentions ``edge``
+or ``adj`` but is not aligned with the edges, e.g. ``edge_label_index``) is refused before any
+work.  Features computed from the true graph before the transform (degrees, positional
+encodings) cannot be recognised: randomise the edges first.  The cost is recorded: the returned object's
 ``ldp_ledger`` is the input's :class:`~ldpfast.privacy.budget.Ledger` (``Ledger.of``) plus one
 :class:`~ldpfast.privacy.budget.Spent` entry.  The full mechanism output
 (:class:`~ldpfast.mechanisms.edges.EdgeLDPResult`) of the last call is kept on the
@@ -32,6 +43,7 @@ import torch
 from .. import _backend
 from .._checks import check_eps
 from ..mechanisms import edges as _edges
+from ..graph import CSR, _is_sparse_tensor_like
 from ..privacy.budget import Ledger
 from ..privacy.report_once import IDENTITY_DEFAULT, whole_graph
 from .base import ReportOnce
@@ -58,6 +70,7 @@ def _prepare(transform, data):
     kernels).
     """
     whole_graph(data, type(transform).__name__)  # refuse sub-graphs before any work
+    _refuse_other_graphs(data, type(transform).__name__)
     if _on_device(data):
         # CUDA: no second thread (torch's current stream is per thread, and the fingerprint
         # kernel must run on the caller's stream); the GPU overlaps the work anyway.
@@ -72,6 +85,39 @@ def _prepare(transform, data):
     return seed, csr
 
 
+_GRAPH_KEYS = ("edge_index", "adj_t", "csr")  # the forms of the graph the output replaces
+
+
+def _edge_keys(data) -> list[str]:
+    """Attributes aligned with the input's edges (PyG's ``is_edge_attr``): dropped from the output."""
+    keys = [k for k in ("edge_attr", "edge_weight") if k in data]
+    is_edge = getattr(data, "is_edge_attr", None)
+    if is_edge is not None:
+        keys += [k for k in data.keys() if k not in _GRAPH_KEYS and k not in keys and is_edge(k)]
+    return keys
+
+
+def _refuse_other_graphs(data, name: str) -> None:
+    """Refuse attributes the output would carry unchanged although they hold (part of) the true
+    graph: another adjacency (sparse tensor, SparseTensor, CSR), or a value whose name mentions
+    edges or an adjacency but that is not aligned with the edges (those are dropped)."""
+    if not hasattr(data, "keys") or not callable(data.keys):
+        return
+    dropped = set(_edge_keys(data))
+    for key in data.keys():
+        if key in _GRAPH_KEYS or key in dropped or key == "ldp_ledger":
+            continue
+        v = data[key]
+        sparse = isinstance(v, CSR) or _is_sparse_tensor_like(v) or (
+            isinstance(v, torch.Tensor) and v.layout != torch.strided)
+        if sparse or (v is not None and ("edge" in key.lower() or "adj" in key.lower())):
+            what = "another adjacency" if sparse else "a value named after edges or an adjacency, not aligned with the edges"
+            raise ValueError(
+                f"data.{key}: {name} randomises the graph in data.edge_index / data.adj_t / data.csr, but "
+                f"data.{key} holds {what} and would be passed on unchanged, revealing the true graph. "
+                f"Remove it before the transform (del data.{key}), or build it from the randomised output.")
+
+
 def _graph_tensors(data):
     csr = _edges._stored_csr(data)
     if csr is not None:
@@ -80,7 +126,12 @@ def _graph_tensors(data):
             raise ValueError(f"graph: data.csr.col is on {col.device} but data.csr.rowptr is on {rp.device}")
         return [rp, col]
     ei = getattr(data, "edge_index", None)
-    return [ei] if isinstance(ei, torch.Tensor) else []
+    if isinstance(ei, torch.Tensor):
+        return [ei]
+    adj = _edges._stored_adj_t(data)
+    if adj is None:
+        return []
+    return [adj.csr()[1]] if _is_sparse_tensor_like(adj) else [adj]
 
 
 def _on_device(data) -> bool:
@@ -92,13 +143,36 @@ def _on_device(data) -> bool:
 
 def _wants_edge_index(data) -> bool:
     """Whether _apply sets the output's edge_index (so the sampler may write it directly)."""
-    return "edge_index" in data or _edges._stored_csr(data) is None
+    return "edge_index" in data or (_edges._stored_csr(data) is None and _edges._stored_adj_t(data) is None)
+
+
+def _adj_t_like(like, g: CSR):
+    """The graph ``g`` (rows: the nodes each node aggregates from) as an ``adj_t`` in the format of
+    ``like``: same type and layout, index dtype and value dtype, unit values (none when a
+    ``SparseTensor`` had none)."""
+    n, dev = g.num_nodes, g.rowptr.device
+    if _is_sparse_tensor_like(like):  # torch_sparse.SparseTensor: int64 indices
+        v = like.storage.value()
+        value = None if v is None else torch.ones(g.nnz, dtype=v.dtype, device=dev)
+        return type(like)(rowptr=g.rowptr, col=g.col.to(torch.int64), value=value, sparse_sizes=(n, n),
+                          is_sorted=True, trust_data=True)
+    layout = like.layout
+    idt = {torch.sparse_csr: lambda: like.crow_indices().dtype, torch.sparse_csc: lambda: like.ccol_indices().dtype,
+           torch.sparse_coo: lambda: torch.int64}[layout]()
+    ones = torch.ones(g.nnz, dtype=like.dtype, device=dev)
+    if layout == torch.sparse_coo:
+        row = torch.repeat_interleave(torch.arange(n, device=dev), g.degrees().to(dev))
+        return torch.sparse_coo_tensor(torch.stack([row, g.col.to(torch.int64)]), ones, (n, n), is_coalesced=True)
+    out = torch.sparse_csr_tensor(g.rowptr.to(idt), g.col.to(idt), ones, size=(n, n), check_invariants=False)
+    return out if layout == torch.sparse_csr else out.to_sparse_csc()
 
 
 def _apply(data, res):
     out = copy.copy(data)
     stored = _edges._stored_csr(data) is not None
-    if "edge_index" in data or not stored:
+    adj = _edges._stored_adj_t(data)
+    drop = _edge_keys(data)  # before the graph changes (PyG counts the input's edges)
+    if _wants_edge_index(data):
         out.edge_index = res.edge_index  # on a CUDA result: expanded on the device
     if stored:  # CSR-only graphs (ldpfast.datasets.orkut_like): keep them CSR-only
         g = res.graph()
@@ -106,7 +180,9 @@ def _apply(data, res):
         csr = _edges.transpose(g, res.backend) if res.symmetrize == "none" else g
         out.csr = csr
         out.__dict__["csr"] = csr
-    for key in ("edge_attr", "edge_weight"):
+    if adj is not None:  # target-major: row i = the nodes i aggregates from = res.graph() row i
+        out.adj_t = _adj_t_like(adj, res.graph())
+    for key in drop:
         if key in out:
             del out[key]
     out.__dict__.pop("_ldpfast_csr", None)

@@ -110,6 +110,7 @@ from ._common import (  # noqa: F401
     _rr_sample_two_pass,
     _same_graph_device,
     _sorted_csr,
+    _stored_adj_t,
     _stored_csr,
 )
 from .degree_preserving import (  # noqa: F401

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ... import _backend
-from ...graph import CSR, INT32_MAX, csr_of
+from ...graph import CSR, INT32_MAX, _is_sparse_tensor_like, csr_of, to_csr
 from ...privacy.budget import Spent
 from ...rng import Stream, epsilon_to_rational
 from .server import DEFAULT_SYMMETRIZE, server_graph
@@ -183,34 +183,101 @@ def _sorted_csr(ei: torch.Tensor, n: int, backend: str | None) -> CSR | None:
     return CSR(rowptr, col, n) if flags == 0 else None
 
 
-def _graph_csr(graph, backend: str | None) -> CSR:
-    """CSR of ``graph`` (CSR or PyG Data), validated: symmetric, sorted, no self loops."""
-    if isinstance(graph, CSR):
-        csr = graph
-    elif hasattr(graph, "edge_index") or _stored_csr(graph) is not None:
-        if _stored_csr(graph) is not None:
-            csr = _stored_csr(graph)
-        else:
-            ei = graph.edge_index
-            if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.size(0) != 2:
-                raise ValueError("graph: data.edge_index must be a (2, E) tensor")
-            if graph.num_nodes is None:
-                raise ValueError("graph: data.num_nodes is not set")
-            csr = _sorted_csr(ei, int(graph.num_nodes), backend)
-            if csr is not None:  # built and checked in one pass
-                _check_csr_arrays(csr)
-                if csr.num_nodes < 2:
-                    raise ValueError(f"graph: expected at least 2 nodes, got {csr.num_nodes}")
-                return csr
-            csr = csr_of(graph, backend=backend)
-            if csr.nnz != ei.size(1):  # to_csr dropped self loops or repeats: say which (only then)
-                if bool((ei[0] == ei[1]).any()):
-                    raise ValueError("graph: data.edge_index has self loops (a_ii must be 0); remove them first, "
-                                     "e.g. torch_geometric.utils.remove_self_loops")
-                raise ValueError(f"graph: data.edge_index has duplicate edges ({ei.size(1) - csr.nnz} repeats); "
-                                 "deduplicate first, e.g. torch_geometric.utils.coalesce")
+def _stored_adj_t(data):
+    """PyG's ``data.adj_t`` (what ``T.ToSparseTensor()`` stores: a torch sparse CSR tensor, or a
+    ``torch_sparse.SparseTensor`` when torch_sparse is installed; COO and CSC tensors too), or
+    None when the Data has none."""
+    if isinstance(data, (torch.Tensor, CSR)) or not hasattr(data, "__dict__"):
+        return None
+    try:
+        a = data["adj_t"] if "adj_t" in data else None
+    except Exception:  # noqa: BLE001 - not a PyG Data: no adj_t
+        return None
+    if a is None or _is_sparse_tensor_like(a) or (isinstance(a, torch.Tensor) and a.layout != torch.strided):
+        return a
+    raise TypeError("graph: data.adj_t must be a torch sparse tensor or a torch_sparse.SparseTensor "
+                    f"(as T.ToSparseTensor() stores it), got {type(a).__name__}"
+                    + (" with a dense layout" if isinstance(a, torch.Tensor) else ""))
+
+
+def _adj_t_arrays(adj, n: int):
+    """``(rowptr, col)`` of the sparsity pattern of ``adj_t`` read as rows, or ``(None, indices)``
+    for a COO tensor (coalesced: sorted by row, then column, like a coalesced edge_index).
+
+    An undirected graph's ``adj_t`` is its own transpose, so its rows are the neighbour lists
+    whatever the layout (a CSC's column pointers included); the checks that follow refuse an
+    asymmetric one.  The arrays are the tensor's own (no copy; an int32 rowptr is widened).
+    Values are not read: the graph is the pattern (weights are dropped, as ``edge_weight`` is)."""
+    if _is_sparse_tensor_like(adj):
+        shape = tuple(int(s) for s in adj.sparse_sizes())
     else:
+        shape = tuple(adj.shape)
+    if shape != (n, n):
+        raise ValueError(f"graph: data.adj_t must be ({n}, {n}) (num_nodes x num_nodes), got {shape}")
+    if _is_sparse_tensor_like(adj):
+        rp, col, _ = adj.csr()
+        return rp.to(torch.int64), col
+    if adj.layout == torch.sparse_csr:
+        return adj.crow_indices().to(torch.int64), adj.col_indices()
+    if adj.layout == torch.sparse_csc:
+        return adj.ccol_indices().to(torch.int64), adj.row_indices()
+    if adj.layout == torch.sparse_coo:
+        return None, (adj if adj.is_coalesced() else adj.coalesce())._indices()
+    raise TypeError(f"graph: data.adj_t has layout {adj.layout}; expected sparse_csr, sparse_csc or sparse_coo")
+
+
+def _edge_index_csr(ei, n: int, backend: str | None, name: str, data=None) -> CSR:
+    """Checked CSR of an ``edge_index`` (``name`` says where it came from, for the errors): one
+    pass when it is sorted by (source, target), else ``to_csr`` (through ``csr_of``'s cache on
+    ``data`` when the edge_index is ``data.edge_index``) and the general check."""
+    if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.size(0) != 2:
+        raise ValueError(f"graph: {name} must be a (2, E) tensor")
+    csr = _sorted_csr(ei, n, backend)
+    if csr is not None:  # built and checked in one pass
+        _check_csr_arrays(csr)
+        if csr.num_nodes < 2:
+            raise ValueError(f"graph: expected at least 2 nodes, got {csr.num_nodes}")
+        return csr
+    csr = csr_of(data, backend=backend) if data is not None else to_csr(ei, n, symmetrize=False, backend=backend)
+    if csr.nnz != ei.size(1):  # to_csr dropped self loops or repeats: say which (only then)
+        if bool((ei[0] == ei[1]).any()):
+            raise ValueError(f"graph: {name} has self loops (a_ii must be 0); remove them first, "
+                             "e.g. torch_geometric.utils.remove_self_loops")
+        raise ValueError(f"graph: {name} has duplicate edges ({ei.size(1) - csr.nnz} repeats); "
+                         "deduplicate first, e.g. torch_geometric.utils.coalesce")
+    return _checked(csr, backend)
+
+
+def _graph_csr(graph, backend: str | None) -> CSR:
+    """CSR of ``graph`` (CSR or PyG Data), validated: symmetric, sorted, no self loops.
+
+    A Data's graph is, in this order: ``data.csr`` (ldpfast's CSR-only graphs), ``data.edge_index``,
+    ``data.adj_t`` (PyG's ``T.ToSparseTensor``; a stored CSR's arrays are used as they are)."""
+    if isinstance(graph, CSR):
+        return _checked(graph, backend)
+    stored = _stored_csr(graph)
+    if stored is not None:
+        return _checked(stored, backend)
+    adj = _stored_adj_t(graph)
+    ei = getattr(graph, "edge_index", None) if hasattr(graph, "__dict__") else None
+    if ei is None and adj is None:
+        if hasattr(graph, "edge_index"):
+            raise ValueError("graph: the Data holds no graph: expected data.edge_index (2, E), data.adj_t "
+                             "(T.ToSparseTensor()) or data.csr (an ldpfast.graph.CSR)")
         raise TypeError(f"graph: expected an ldpfast.graph.CSR or a PyG Data, got {type(graph).__name__}")
+    if graph.num_nodes is None:
+        raise ValueError("graph: data.num_nodes is not set")
+    n = int(graph.num_nodes)
+    if ei is not None:
+        return _edge_index_csr(ei, n, backend, "data.edge_index", graph)
+    rp, col = _adj_t_arrays(adj, n)
+    if rp is None:  # COO: its indices are an edge_index of the same (symmetric) graph
+        return _edge_index_csr(col, n, backend, "data.adj_t")
+    return _checked(CSR(rp, col, n), backend)
+
+
+def _checked(csr: CSR, backend: str | None) -> CSR:
+    """``csr`` after the structural checks and the kernel's simple-undirected-graph check."""
     _check_csr_arrays(csr)
     if csr.num_nodes < 2:
         raise ValueError(f"graph: expected at least 2 nodes, got {csr.num_nodes}")
