@@ -366,3 +366,29 @@ def test_every_transform_on_cuda_data_equals_cpu(name, make):
             if isinstance(v, torch.Tensor):
                 assert got[k].is_cuda, k
                 assert got[k].dtype == v.dtype and torch.equal(got[k].cpu(), v), (name, k)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _gpu_ready(), reason="needs a CUDA device and CuPy")
+@pytest.mark.parametrize("name,make", [(c[0], c[1]) for c in EDGE_CASES], ids=[c[0] for c in EDGE_CASES])
+def test_edge_transforms_on_a_cuda_adj_t_equal_cpu(name, make):
+    """PyG's adj_t (T.ToSparseTensor) on the GPU: read there, and the output adj_t comes back
+    there, in the same format, equal to the CPU transform's."""
+    import warnings
+
+    import torch_geometric.transforms as T
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for keep_ei in (False, True):
+            data = T.ToSparseTensor(remove_edge_index=not keep_ei)(_data())
+            want = make()(data)
+            got = make()(data.to("cuda"))
+            a, b = got.adj_t, want.adj_t
+            assert a.is_cuda and a.layout == b.layout and a.dtype == b.dtype, name
+            for f in ("crow_indices", "col_indices", "values"):
+                x, y = getattr(a, f)(), getattr(b, f)()
+                assert x.dtype == y.dtype and torch.equal(x.cpu(), y), (name, f)
+            assert ("edge_index" in got) == keep_ei
+            if keep_ei:
+                assert got.edge_index.is_cuda and torch.equal(got.edge_index.cpu(), want.edge_index), name
