@@ -18,12 +18,13 @@ def test_one_example_per_paper():
     assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_example_quick(name, tmp_path):
+@pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES] + [("dprr", ["--adj-t"])],
+                         ids=list(NAMES) + ["dprr-adj_t"])
+def test_example_quick(name, extra, tmp_path):
     env = dict(os.environ, LDPFAST_OFFLINE="1", LDPFAST_CACHE=str(tmp_path / "cache"))
     env.pop("LDPFAST_DATA", None)
     r = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py"), "--quick",
-                        "--root", str(tmp_path / "data")],
+                        "--root", str(tmp_path / "data"), *extra],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
                        check=False)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
@@ -31,3 +32,5 @@ def test_example_quick(name, tmp_path):
     acc = re.search(r"test accuracy(?: of| ?:)? (?:noisy graph )?([0-9.]+)", r.stdout)
     assert acc is not None and 0.0 <= float(acc.group(1)) <= 1.0, r.stdout
     assert "Traceback" not in r.stderr
+    if extra == ["--adj-t"]:
+        assert "(read from adj_t)" in r.stdout
