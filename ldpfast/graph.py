@@ -27,6 +27,7 @@ needed; any other order falls back to the torch-native build).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -557,18 +558,65 @@ def is_symmetric(csr: CSR) -> bool:
     return bool(torch.equal(torch.sort(fwd).values, torch.sort(rev).values))
 
 
+def _edge_index_of_adj_t(adj, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(edge_index, edge_weight)`` of PyG's ``adj_t`` (a torch sparse COO/CSR/CSC tensor or a
+    ``torch_sparse.SparseTensor``): entry ``(i, j)`` of ``adj_t`` is the edge ``j -> i``, so
+    ``edge_index = (column, row)``, entry for entry, nothing cleaned (self loops and repeats
+    stay).  ``edge_weight`` is the values when they are not all 1 (else None)."""
+    _check_num_nodes(num_nodes)
+    n = int(num_nodes)
+    if _is_sparse_tensor_like(adj):
+        shape = tuple(int(s) for s in adj.sparse_sizes())
+        if shape != (n, n):
+            raise ValueError(f"adj_t: expected a ({n}, {n}) SparseTensor (num_nodes), got {shape}")
+        rowptr, col, val = adj.csr()
+        row = _rows_of(rowptr.to(torch.int64), n)
+        ei = torch.stack([col.to(torch.int64), row])
+    elif isinstance(adj, torch.Tensor) and adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        if adj.dim() != 2 or tuple(adj.shape) != (n, n):
+            raise ValueError(f"adj_t: expected a ({n}, {n}) sparse matrix (num_nodes), got shape {tuple(adj.shape)}")
+        if adj.layout == torch.sparse_coo:
+            idx, val = adj._indices(), adj._values()
+            ei = idx.flip(0).to(torch.int64)
+        elif adj.layout == torch.sparse_csr:
+            val = adj.values()
+            ei = torch.stack([adj.col_indices().to(torch.int64), _rows_of(adj.crow_indices().to(torch.int64), n)])
+        else:  # CSC: the column pointers run over the sources
+            val = adj.values()
+            ei = torch.stack([_rows_of(adj.ccol_indices().to(torch.int64), n), adj.row_indices().to(torch.int64)])
+    else:
+        raise TypeError("adj_t: expected a torch sparse COO/CSR/CSC tensor or a torch_sparse.SparseTensor "
+                        f"(as T.ToSparseTensor() stores it), got {type(adj).__name__}")
+    if val is not None and val.dim() != 1:
+        raise ValueError(f"adj_t: expected scalar edge values, got values of shape {tuple(val.shape)}")
+    w = None if val is None or bool((val == 1).all()) else val.detach()
+    return ei, w
+
+
 def csr_of(data, *, backend: str | None = None) -> CSR:
-    """CSR of a PyG ``Data``.
+    """CSR of a PyG ``Data`` (source-major: row ``i`` lists the targets of ``i``'s edges).
 
     Uses ``data.csr`` when the graph is stored only as CSR (large synthetic graphs);
-    otherwise converts ``edge_index`` and caches the result on the object, keyed by the
-    tensor's identity, shape and version counter so an edited ``edge_index`` is rebuilt.
+    otherwise converts ``edge_index`` (or, when the Data has none, PyG's ``adj_t`` as
+    ``T.ToSparseTensor()`` stores it) and caches the result on the object, keyed by the
+    tensor's identity, shape and version counter so an edited graph is rebuilt.
     """
     if isinstance(getattr(data, "csr", None), CSR):
         return data.csr
     if "csr" in data and isinstance(data["csr"], CSR):  # PyG's Data.csr() method shadows it
         return data["csr"]
     ei = data.edge_index
+    if ei is None and "adj_t" in data:
+        adj = data.adj_t
+        cached = data.__dict__.get("_ldpfast_csr")
+        if cached is not None and cached[0][0] == "adj_t" and cached[0][1]() is adj:
+            return cached[1]
+        ei, _ = _edge_index_of_adj_t(adj, int(data.num_nodes))
+        csr = to_csr(ei, int(data.num_nodes), symmetrize=False, backend=backend)
+        data.__dict__["_ldpfast_csr"] = (("adj_t", weakref.ref(adj)), csr)
+        return csr
+    if ei is None:
+        raise ValueError("data: no graph: expected data.edge_index, data.adj_t (T.ToSparseTensor()) or data.csr")
     key = (ei.data_ptr(), tuple(ei.shape), int(data.num_nodes), ei._version)
     cached = data.__dict__.get("_ldpfast_csr")
     if cached is not None and cached[0] == key:

@@ -475,3 +475,62 @@ def test_as_adj_t_for_cuda_without_a_gpu_names_the_adjacency():
 
     with pytest.raises(ValueError, match="edge_index: expected tensors on cuda"):
         as_adj_t(torch.randint(0, 5, (2, 10)), 5, device="cuda")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_adj_t_as_edge_index_and_csr_of(weighted):
+    """PyG's adj_t in every format, read back as the edge_index it stands for (entry (i, j) is
+    the edge j -> i; self loops and weights kept) and as csr_of's source-major CSR, which is
+    cached on the Data until adj_t is replaced."""
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(5)
+    ei = torch.randint(0, N, (2, 90), generator=g)
+    ei = graph.to_csr(torch.cat([ei, torch.tensor([[4], [4]])], 1), N, drop_self_loops=False).to_edge_index()
+    w = torch.rand(ei.size(1), generator=g, dtype=torch.float64) + 0.5 if weighted else None
+    want = sorted(zip(ei[0].tolist(), ei[1].tolist(), [1.0] * ei.size(1) if w is None else w.tolist()))
+    ref = graph.to_csr(ei, N)
+    seen = 0
+    for name, adj, _ in _formats(ei, w):
+        if name.startswith("edge_index") or name == "ldpfast_csr":
+            continue
+        seen += 1
+        got, gw = graph._edge_index_of_adj_t(adj, N)
+        assert got.dtype == torch.int64 and (gw is None) == (w is None), name
+        vals = [1.0] * got.size(1) if gw is None else gw.tolist()
+        have = sorted(zip(got[0].tolist(), got[1].tolist(), vals))
+        assert [e[:2] for e in have] == [e[:2] for e in want], name
+        assert [e[2] for e in have] == pytest.approx([e[2] for e in want]), name
+        d = Data(adj_t=adj, num_nodes=N)
+        c = graph.csr_of(d)
+        assert torch.equal(c.rowptr, ref.rowptr) and torch.equal(c.col, ref.col), name
+        assert graph.csr_of(d) is c  # cached
+        d.adj_t = graph.as_adj_t(ei[:, 1:], N)  # replaced (an ldpfast CSR is no adj_t PyG makes)
+        with pytest.raises(TypeError, match="adj_t: expected a torch sparse"):
+            graph.csr_of(d)
+    assert seen >= 6
+    with pytest.raises(ValueError, match=r"adj_t: expected a \(31, 31\)"):
+        graph._edge_index_of_adj_t(_formats(ei, w)[3][1], N + 1)
+    with pytest.raises(ValueError, match="no graph"):
+        graph.csr_of(Data(num_nodes=N))
+
+
+def test_methods_train_the_same_from_adj_t():
+    """lpgnn / heterpoisson .fit on a Data holding adj_t (T.ToSparseTensor) instead of
+    edge_index: the same run, report for report; the input is not modified."""
+    import torch_geometric.transforms as T
+    from conftest import load_or_skip
+
+    from ldpfast.methods import heterpoisson, lpgnn, random_split
+
+    data = load_or_skip("cora")
+    data.train_mask, data.val_mask, data.test_mask = random_split(data.num_nodes, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sparse = T.ToSparseTensor()(data.clone())
+    runs = [lambda d: lpgnn.fit(d, eps_x=1.0, eps_y=1.0, epochs=3, seed=0),
+            lambda d: heterpoisson.fit(d, eps=4.0, epochs=0.05, seed=0)]
+    for run in runs:
+        a, b = run(data), run(sparse)
+        assert a.accuracy == b.accuracy and a.privacy == b.privacy
+    assert "adj_t" in sparse and "edge_index" not in sparse

@@ -136,6 +136,28 @@ def device_raises(unavailable: str = "cannot run here (the reason is given)"):
     return deco
 
 
+def with_edge_index(data):
+    """``data`` itself, or, when it holds PyG's ``adj_t`` (``T.ToSparseTensor()``) and no
+    ``edge_index``, a shallow copy in which ``adj_t`` is replaced by the ``edge_index`` it
+    stands for (``edge_weight`` too when its values are not all 1): the pipelines read
+    ``edge_index``.  ``data`` is not modified."""
+    from ..graph import _edge_index_of_adj_t
+
+    try:
+        has_adj = getattr(data, "edge_index", None) is None and "adj_t" in data
+    except TypeError:  # not a PyG Data
+        return data
+    if not has_adj:
+        return data
+    ei, w = _edge_index_of_adj_t(data.adj_t, int(data.num_nodes))
+    out = copy.copy(data)
+    del out.adj_t
+    out.edge_index = ei
+    if w is not None and "edge_weight" not in data:
+        out.edge_weight = w
+    return out
+
+
 def data_to(data, dev: torch.device):
     """``data`` with every tensor (and ``data.csr``) on ``dev``: ``data`` itself when all
     are there already, else a shallow copy (``data`` is not modified).  Each copy runs under

@@ -73,7 +73,7 @@ from .._deprecated import moved_names
 from ..privacy.accountants import check_degree_model, privacy_model
 from ..privacy.budget import Spent
 from ..rng import resolve_seed
-from ._common import _data_tensors, data_to, device_raises, resolve_device
+from ._common import _data_tensors, data_to, device_raises, resolve_device, with_edge_index
 
 __all__ = ["HeterPoissonReport", "build_model", "fit", "split_nodes"]
 
@@ -320,6 +320,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     ------
     {device_raises}
     """
+    data = with_edge_index(data)  # PyG's adj_t (T.ToSparseTensor) read as its edge_index
     eps = check_eps("eps", eps)
     if model not in MODELS:
         raise ValueError(f"model: expected one of {MODELS}, got {model!r}")

@@ -54,6 +54,7 @@ from ._common import (
     random_split,
     resolve_device,
     sub_seed,
+    with_edge_index,
 )
 
 INF = math.inf
@@ -218,6 +219,7 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     ------
     {device_raises}
     """
+    data = with_edge_index(data)  # PyG's adj_t (T.ToSparseTensor) read as its edge_index
     if training not in ("drop", "fc", "ce"):
         raise ValueError(f"training: expected 'drop', 'fc' or 'ce', got {training!r}")
     for name, e in (("eps_x", eps_x), ("eps_y", eps_y)):

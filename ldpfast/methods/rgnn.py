@@ -76,6 +76,7 @@ from ._common import (
     random_split,
     resolve_device,
     sub_seed,
+    with_edge_index,
 )
 from ._rgnn_reconstruct import (  # Algorithms 1 and 2
     _check_labels,
@@ -389,6 +390,7 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     ------
     {device_raises}
     """
+    data = with_edge_index(data)  # PyG's adj_t (T.ToSparseTensor) read as its edge_index
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     if model not in BACKBONES:
