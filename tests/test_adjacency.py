@@ -534,3 +534,21 @@ def test_methods_train_the_same_from_adj_t():
         a, b = run(data), run(sparse)
         assert a.accuracy == b.accuracy and a.privacy == b.privacy
     assert "adj_t" in sparse and "edge_index" not in sparse
+
+
+def test_neighbour_csr_reads_adj_t():
+    """HeterPoisson's neighbour lists NB(i) (sources of i) from adj_t equal those from edge_index."""
+    from torch_geometric.data import Data
+
+    from ldpfast.sampling import neighbour_csr
+
+    g = torch.Generator().manual_seed(6)
+    ei = graph.to_csr(torch.randint(0, N, (2, 80), generator=g), N).to_edge_index()  # directed
+    want = neighbour_csr(Data(edge_index=ei, num_nodes=N))
+    for name, adj, _ in _formats(ei, None):
+        if name.startswith("edge_index") or name == "ldpfast_csr":
+            continue
+        d = Data(adj_t=adj, num_nodes=N)
+        got = neighbour_csr(d)
+        assert torch.equal(got.rowptr, want.rowptr) and torch.equal(got.col, want.col), name
+        assert neighbour_csr(d) is got
