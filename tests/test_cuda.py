@@ -660,6 +660,7 @@ def test_gpu_heterpoisson_bit_identical_to_cpu(overlap, induced):
 def test_gpu_reconstruct_kernels_bit_identical_to_cpp(dtype, col_dtype):
     # Integer counts: every row (long ones too) equals C++; the estimator is per row.
     import ldpfast._C as C
+
     from ldpfast.graph import to_csr
 
     g = torch.Generator().manual_seed(11)

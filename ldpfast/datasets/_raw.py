@@ -13,7 +13,6 @@ from torch_geometric.data import Data
 
 from .._checks import check_int
 
-
 # ----------------------------------------------------------------------------- Planetoid
 
 def _load_planetoid(raw_dir: Path, prefix: str) -> Data:

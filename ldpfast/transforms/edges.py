@@ -42,8 +42,8 @@ import torch
 
 from .. import _backend
 from .._checks import check_eps
-from ..mechanisms import edges as _edges
 from ..graph import CSR, _is_sparse_tensor_like
+from ..mechanisms import edges as _edges
 from ..privacy.budget import Ledger
 from ..privacy.report_once import IDENTITY_DEFAULT, whole_graph
 from .base import ReportOnce
@@ -93,7 +93,8 @@ def _edge_keys(data) -> list[str]:
     keys = [k for k in ("edge_attr", "edge_weight") if k in data]
     is_edge = getattr(data, "is_edge_attr", None)
     if is_edge is not None:
-        keys += [k for k in data.keys() if k not in _GRAPH_KEYS and k not in keys and is_edge(k)]
+        # (iterating a PyG Data yields (key, value) pairs; keys() gives the names)
+        keys += [k for k in data.keys() if k not in _GRAPH_KEYS and k not in keys and is_edge(k)]  # noqa: SIM118
     return keys
 
 
@@ -104,7 +105,7 @@ def _refuse_other_graphs(data, name: str) -> None:
     if not hasattr(data, "keys") or not callable(data.keys):
         return
     dropped = set(_edge_keys(data))
-    for key in data.keys():
+    for key in data.keys():  # noqa: SIM118 - a PyG Data iterates as (key, value) pairs
         if key in _GRAPH_KEYS or key in dropped or key == "ldp_ledger":
             continue
         v = data[key]

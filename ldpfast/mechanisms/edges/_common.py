@@ -190,7 +190,7 @@ def _stored_adj_t(data):
     if isinstance(data, (torch.Tensor, CSR)) or not hasattr(data, "__dict__"):
         return None
     try:
-        a = data["adj_t"] if "adj_t" in data else None
+        a = data["adj_t"] if "adj_t" in data else None  # noqa: SIM401 - a PyG Data has no .get
     except Exception:  # noqa: BLE001 - not a PyG Data: no adj_t
         return None
     if a is None or _is_sparse_tensor_like(a) or (isinstance(a, torch.Tensor) and a.layout != torch.strided):
