@@ -17,7 +17,8 @@ Failures of these kinds are artefacts of the stand-in, not bugs:
 - ``DID NOT RAISE`` where the test expects a CPU backend to refuse CUDA tensors;
 - ``BackendUnavailable: backend 'cuda' needs CUDA tensors`` for an explicit ``backend="cuda"``;
 - ``Torch not compiled with CUDA enabled`` from ``torch.cuda.current_device()``.
-On 2026-11-26 (85 tests): 20 passed, 52 skipped at a kernel, 13 failed, all of these kinds.
+On 2026-11-26 (85 tests): 20 passed, 52 skipped at a kernel, 13 failed, all of these kinds;
+on 2026-11-27 (88 tests, three adj_t transform tests added): 23 passed, 52 skipped, the same 13 failed.
 Anything else deserves a look. This is a development aid, not part of the test suite.
 """
 import pytest
