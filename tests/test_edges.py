@@ -1184,3 +1184,28 @@ def test_mechanisms_take_a_data_holding_adj_t():
         assert _same(E.local_laplace(d, 1.0, seed=3).noisy, E.local_laplace(csr, 1.0, seed=3).noisy)
     with pytest.raises(ValueError, match="holds no graph"):
         E.dprr(Data(num_nodes=n), 2.0, seed=3)
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="needs the numba backend")
+def test_numba_edge_samplers_are_cached_without_warnings(tmp_path):
+    """The Numba count/fill body is cached (an .nbi index written) with no "Cannot cache"
+    warning: a jitted function passed as an argument made it uncacheable (dynamic globals) or,
+    cached, corrupted the index ("underlying object has vanished")."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch\n"
+            "from ldpfast.graph import to_csr\n"
+            "from ldpfast.mechanisms import edges as E\n"
+            "csr = to_csr(torch.randint(0, 60, (2, 200), generator=torch.Generator().manual_seed(0)), 60, "
+            "symmetrize=True)\n"
+            "E.dprr(csr, 2.0, seed=1, backend='numba')\n"
+            "E.local_laplace(csr, 1.0, seed=1, backend='numba')\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    for _ in range(2):  # compile and save, then load
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                           check=False)
+        assert r.returncode == 0, r.stderr
+        assert "Cannot cache" not in r.stderr and "NumbaWarning" not in r.stderr, r.stderr
+    assert list(tmp_path.rglob("*_count_fill*.nbi")), sorted(p.name for p in tmp_path.rglob("*.nbi"))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from . import rng as R
 
@@ -153,16 +155,29 @@ def _rr_row_task(i, args, stt, stf, ocol, _ov, w0, fill):
                    w0, fill)
 
 
-@nb.njit(nogil=True, parallel=True)  # not cached: a dispatcher argument corrupts Numba's cache index
-def _count_fill(n, row, args, orp, oc, ov, fill):
-    """The count / fill passes of a row sampler ``row(i, args, state_a, state_b, oc, ov, w0,
-    fill)`` that returns row ``i``'s size and, with ``fill``, writes it at ``oc[w0:]`` (and
-    ``ov[w0:]``).  Count: ``orp[i + 1]`` = size (``orp[0] = 0``, not summed).  Fill: rows
-    written at the summed ``orp``; returns how many blocks regenerated a different size (a
-    bug).  One body for every two-pass sampler (RR rows, LocalLap zero candidates), called from
-    a cached wrapper per sampler that names its row function as a global: a cached function
-    that takes a dispatcher as an argument breaks Numba's cache ("ReferenceError: underlying
-    object has vanished" on a later load, numba issues 9348 and 2956)."""
+def _row(i, args, sa, sb, oc, ov, w0, fill):
+    """Row ``i`` of the sampler that ``args`` belongs to, chosen when Numba types the call:
+    RR rows (:func:`_rr_row_task`, whose ``args[7]`` is the p_true array) or LocalLap zero
+    candidates (:func:`_ll_zero_task`, whose ``args[7]`` is the split flag).  A function
+    passed as an argument instead would make every caller uncacheable or corrupt Numba's cache
+    index ("underlying object has vanished", numba issues 2956 and 9348)."""
+    raise NotImplementedError("only callable from jitted code")
+
+
+@overload(_row)
+def _row_typed(i, args, sa, sb, oc, ov, w0, fill):
+    if isinstance(args.types[7], types.Array):
+        return lambda i, args, sa, sb, oc, ov, w0, fill: _rr_row_task(i, args, sa, sb, oc, ov, w0, fill)
+    return lambda i, args, sa, sb, oc, ov, w0, fill: _ll_zero_task(i, args, sa, sb, oc, ov, w0, fill)
+
+
+@pjit
+def _count_fill(n, args, orp, oc, ov, fill):
+    """The count / fill passes of the row sampler of ``args`` (:func:`_row`), which returns
+    row ``i``'s size and, with ``fill``, writes it at ``oc[w0:]`` (and ``ov[w0:]``).  Count:
+    ``orp[i + 1]`` = size (``orp[0] = 0``, not summed).  Fill: rows written at the summed
+    ``orp``; returns how many blocks regenerated a different size (a bug).  One body for every
+    two-pass sampler (RR rows, LocalLap zero candidates)."""
     nblk = (n + _BLOCK - 1) // _BLOCK
     bad = np.zeros(nblk, dtype=np.int64)
     if not fill:
@@ -171,7 +186,7 @@ def _count_fill(n, row, args, orp, oc, ov, fill):
         sa = np.empty(11, dtype=np.uint64)
         sb = np.empty(11, dtype=np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            got = row(np.int64(i), args, sa, sb, oc, ov, orp[i] if fill else np.int64(0), fill)
+            got = _row(np.int64(i), args, sa, sb, oc, ov, orp[i] if fill else np.int64(0), fill)
             if not fill:
                 orp[i + 1] = got
             elif got != orp[i + 1] - orp[i]:
@@ -179,14 +194,9 @@ def _count_fill(n, row, args, orp, oc, ov, fill):
     return bad.sum()
 
 
-@pjit
-def _rr_count_fill(n, args, orp, oc, ov, fill):
-    return _count_fill(n, _rr_row_task, args, orp, oc, ov, fill)
-
-
 def _rr(rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub, orp, ocol, fill):
     args = (rowptr, col, seed, st_t, c_t, st_f, c_f, pt, pf, pub)
-    return _rr_count_fill(rowptr.shape[0] - 1, args, orp, ocol, np.empty(0, dtype=np.int64), fill)
+    return _count_fill(rowptr.shape[0] - 1, args, orp, ocol, np.empty(0, dtype=np.int64), fill)
 
 
 @jit
@@ -421,13 +431,8 @@ def _ll_zero_task(i, args, stg, stv, oc, ov, w0, fill):
                         oc, ov, w0, fill)
 
 
-@pjit
-def _ll_count_fill(n, args, orp, oc, ov, fill):
-    return _count_fill(n, _ll_zero_task, args, orp, oc, ov, fill)
-
-
 def _ll_zero(erp, ecol, seed, rnd, pi, lo, hi, split, t, s, orp, oc, ov, fill):
-    return _ll_count_fill(erp.shape[0] - 1, (erp, ecol, seed, rnd, pi, lo, hi, split, t, s), orp, oc, ov, fill)
+    return _count_fill(erp.shape[0] - 1, (erp, ecol, seed, rnd, pi, lo, hi, split, t, s), orp, oc, ov, fill)
 
 
 def locallap_zero(excl_rowptr, excl_col, seed, rnd, pi, lo, hi, split, t, s, out_rowptr, out_col, out_val, fill):
