@@ -605,22 +605,32 @@ def csr_of(data, *, backend: str | None = None) -> CSR:
         return data.csr
     if "csr" in data and isinstance(data["csr"], CSR):  # PyG's Data.csr() method shadows it
         return data["csr"]
+    return _cached_graph(data, "_ldpfast_csr", lambda ei, n: to_csr(ei, n, symmetrize=False, backend=backend))
+
+
+def _cached_graph(data, slot: str, build):
+    """``build(edge_index, num_nodes)`` of the graph of ``data``, cached in
+    ``data.__dict__[slot]``.  The graph is ``data.edge_index``, keyed by its identity, shape and
+    version counter so an edited one is rebuilt, or, when there is none, PyG's ``adj_t``
+    (``T.ToSparseTensor()``), keyed by the object itself (a weak reference) and read through
+    :func:`_edge_index_of_adj_t`.  Shared by :func:`csr_of` and
+    :func:`ldpfast.sampling.neighbour_csr`."""
     ei = data.edge_index
-    if ei is None and "adj_t" in data:
+    n = int(data.num_nodes)
+    if ei is not None:
+        key = (ei.data_ptr(), tuple(ei.shape), n, ei._version)
+        hit = lambda k: k == key
+    elif "adj_t" in data:
         adj = data.adj_t
-        cached = data.__dict__.get("_ldpfast_csr")
-        if cached is not None and cached[0][0] == "adj_t" and cached[0][1]() is adj:
-            return cached[1]
-        ei, _ = _edge_index_of_adj_t(adj, int(data.num_nodes))
-        csr = to_csr(ei, int(data.num_nodes), symmetrize=False, backend=backend)
-        data.__dict__["_ldpfast_csr"] = (("adj_t", weakref.ref(adj)), csr)
-        return csr
-    if ei is None:
+        key = ("adj_t", weakref.ref(adj), n)
+        hit = lambda k: k[0] == "adj_t" and k[1]() is adj and k[2] == n
+    else:
         raise ValueError("data: no graph: expected data.edge_index, data.adj_t (T.ToSparseTensor()) or data.csr")
-    key = (ei.data_ptr(), tuple(ei.shape), int(data.num_nodes), ei._version)
-    cached = data.__dict__.get("_ldpfast_csr")
-    if cached is not None and cached[0] == key:
+    cached = data.__dict__.get(slot)
+    if cached is not None and hit(cached[0]):
         return cached[1]
-    csr = to_csr(ei, int(data.num_nodes), symmetrize=False, backend=backend)
-    data.__dict__["_ldpfast_csr"] = (key, csr)
-    return csr
+    if ei is None:
+        ei, _ = _edge_index_of_adj_t(adj, n)
+    out = build(ei, n)
+    data.__dict__[slot] = (key, out)
+    return out

@@ -58,7 +58,6 @@ output size is ``O(q_b |V| M)`` nodes.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +65,7 @@ import torch
 
 from .. import _backend
 from .._checks import check_int, check_prob, check_real
-from ..graph import CSR, _edge_index_of_adj_t, to_csr
+from ..graph import CSR, _cached_graph, to_csr
 from ..privacy.accountants import check_degree_model, privacy_model
 from ..rng import resolve_seed
 
@@ -174,29 +173,11 @@ def neighbour_csr(data, *, backend: str | None = None) -> CSR:
     used as is; PyG's ``adj_t`` (``T.ToSparseTensor()``) is read when there is no
     ``edge_index``.  The result is cached on ``data`` (keyed like :func:`ldpfast.graph.csr_of`).
     """
-    n = int(data.num_nodes)
     if getattr(data, "edge_index", None) is None:
         csr = getattr(data, "csr", None)
         if isinstance(csr, CSR):
             return csr
-        if "adj_t" not in data:
-            raise ValueError("data: expected an edge_index, an adj_t (T.ToSparseTensor()) or a CSR in data.csr")
-        adj = data.adj_t
-        cached = data.__dict__.get("_ldpfast_nb_csr")
-        if cached is not None and cached[0][0] == "adj_t" and cached[0][1]() is adj:
-            return cached[1]
-        ei, _ = _edge_index_of_adj_t(adj, n)
-        csr = to_csr(ei.flip(0), n, symmetrize=False, backend=backend)
-        data.__dict__["_ldpfast_nb_csr"] = (("adj_t", weakref.ref(adj)), csr)
-        return csr
-    ei = data.edge_index
-    key = (ei.data_ptr(), tuple(ei.shape), n, ei._version)
-    cached = data.__dict__.get("_ldpfast_nb_csr")
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    csr = to_csr(ei.flip(0), n, symmetrize=False, backend=backend)
-    data.__dict__["_ldpfast_nb_csr"] = (key, csr)
-    return csr
+    return _cached_graph(data, "_ldpfast_nb_csr", lambda ei, n: to_csr(ei.flip(0), n, symmetrize=False, backend=backend))
 
 
 def _out_degree(csr: CSR) -> torch.Tensor:
