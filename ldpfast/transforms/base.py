@@ -42,6 +42,10 @@ class ReportOnce(BaseTransform):
         users' graphs may have identical content.
     """
 
+    # Not parameters: the output of the last call (the edge transforms' ``last_result``),
+    # left out of GraphDataset's cache key so that applying a transform does not change it.
+    _cache_ignore: tuple[str, ...] = ("last_result",)
+
     def _init_report_once(self, seed, identity) -> None:
         self._seed = resolve_seed(seed)
         self.identity = check_identity(identity)
