@@ -110,8 +110,9 @@ class _Walker:
         return h.hexdigest()
 
     def refuse(self, where: str, why: str):
-        return TypeError(f"cannot derive a cache key for {where}: {why}. Make its parameters "
-                         "public attributes or define cache_params(self) -> dict on its class")
+        return TypeError(f"cannot derive a cache key for {where}: {why}. Keep parameters in "
+                         "public attributes, or define cache_params(self) -> dict on the class "
+                         "that holds this value")
 
     def __call__(self, v: Any, where: str) -> Any:
         if v is None or isinstance(v, (bool, str)):
