@@ -191,7 +191,7 @@ class _Walker:
     def tensor(self, t: torch.Tensor, where: str) -> dict:
         if t.layout != torch.strided:
             raise self.refuse(where, f"a {t.layout} tensor (pass a dense one)")
-        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        flat = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous().reshape(-1)
         raw = flat.view(torch.uint8).numpy()  # any dtype (bfloat16, bool) as its bytes
         return self.array(str(t.dtype), tuple(t.shape), raw)
 
@@ -231,7 +231,7 @@ class _Walker:
         return desc
 
     def attrs(self, d: dict, where: str) -> dict:
-        return {str(k): self.attr(k, x, f"{where}.{k}") for k, x in sorted(d.items())}
+        return {str(k): self.attr(k, d[k], f"{where}.{k}") for k in sorted(d, key=str)}
 
     def instance(self, v: Any, where: str) -> dict:
         name = _type_name(type(v))
