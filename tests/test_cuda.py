@@ -236,17 +236,19 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
     for it in (torch.int32, torch.int64):
         x = torch.from_numpy(g.integers(0, 2, (6, 5))).to(it)
         k, T = np.full(5, 2), np.full(5, 2**31, np.uint64)
-        _cuda.grr(x, k, T, 1, torch.empty_like(x))
-        _cuda.grr_fs(x, k, T, 2, 1, torch.empty_like(x))
+        sd = torch.zeros(6, dtype=torch.int64)
+        _cuda.grr(x, k, T, sd, torch.empty_like(x))
+        _cuda.grr_fs(x, k, T, 2, sd, torch.empty_like(x))
         _cuda.check_categorical(x, k)
         y = x[:, 0].contiguous()
-        _cuda.rr_labels(y, torch.ones(6, dtype=torch.bool), 2, 2**31, 1, torch.empty_like(y))
+        _cuda.rr_labels(y, torch.ones(6, dtype=torch.bool), 2, 2**31, sd, torch.empty_like(y))
     for ft in (torch.float32, torch.float64):
         xf = torch.rand(6, 5, dtype=ft)
         o8 = torch.empty(6, 5, dtype=torch.int8)
-        _cuda.onebit(xf, 0.0, 1.0, 10, 2.0**32 - 20, 1, o8)
-        _cuda.multibit_encode(xf, 2, 0.0, 1.0, 10, 2.0**32 - 20, 1, o8)
-        _cuda.multibit_encode(xf, 5, 0.0, 1.0, 10, 2.0**32 - 20, 1, o8)
+        sd = torch.zeros(6, dtype=torch.int64)
+        _cuda.onebit(xf, 0.0, 1.0, 10, 2.0**32 - 20, sd, o8)
+        _cuda.multibit_encode(xf, 2, 0.0, 1.0, 10, 2.0**32 - 20, sd, o8)
+        _cuda.multibit_encode(xf, 5, 0.0, 1.0, 10, 2.0**32 - 20, sd, o8)
         _cuda.check_range(xf, 0.0, 1.0)
         for ct in (torch.int32, torch.int64):
             rowptr = torch.tensor([0, 0, 1, 2, 5, 5, 6])  # row 3 is "long" for chunk=2
@@ -297,6 +299,14 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
     for nbytes in (0, 1, 1000):
         _cuda.fingerprint(torch.zeros(nbytes, dtype=torch.uint8), 1, 2, 2**64 - 1,
                           torch.zeros(2, dtype=torch.int64))
+    # userkey.cu: row digests, neighbour-set digests, seeds (optional extra, digests, ids)
+    _cuda.row_digests(torch.zeros(4, 300, dtype=torch.uint8), 1, 2, 3, torch.empty(4, 2, dtype=torch.int64))
+    for ct in (torch.int32, torch.int64):
+        _cuda.set_digests(torch.tensor([0, 1, 3]), torch.zeros(3, dtype=ct), torch.arange(2), 5,
+                          torch.empty(2, 2, dtype=torch.int64))
+    uk = torch.arange(4)
+    for ex, dg, ids in ((None, None, None), (uk, torch.zeros(4, 2, dtype=torch.int64), torch.empty_like(uk))):
+        _cuda.report_keys(uk, ex, dg, 1, 2, 3, torch.empty_like(uk), ids)
     _cuda.fill_u32(torch.empty(3, 4, dtype=torch.int32), 1, 2, 3)
     _cuda.fill_uniform(torch.empty(3, 4, dtype=torch.float64), 1, 2, 3)
     _cuda.fill_randint(torch.empty(3, 4, dtype=torch.int64), 1, 2, 3, 7)
@@ -335,7 +345,8 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("rr_edges_", 10), ("rr_edges_", 11), ("rr_edges_", 12), ("rr_edges_", 13),
                ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13), ("ll_zero_", 14),
                ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
-               ("synth_", 11), ("synth_", 12), ("synth_", 13)}
+               ("synth_", 11), ("synth_", 12), ("synth_", 13),
+               ("report_", 1), ("report_", 2), ("report_", 8)}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 
@@ -345,6 +356,11 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
 # written independently) and through the CUDA launchers on a GPU (against C++): widths that
 # are not multiples of 4, 8 or 32; binary, all-ones, power-of-two, rejecting and 2^31 domains;
 # m = 1, some, d; masks; extreme thresholds; float32 subnormals next to a tiny range.
+def _seeds(g, n):
+    """Per-row report seeds (ldpfast.privacy.users), as the kernels take them."""
+    return g.integers(0, 2**63, n, dtype=np.int64).view(np.uint64) ^ np.uint64(1 << 63)
+
+
 def _feature_cases():
     g = np.random.default_rng(7)
     cases = []
@@ -357,9 +373,9 @@ def _feature_cases():
                 x = (g.integers(0, 2**62, (n, d)) % k).astype(dt)
                 T = g.integers(0, 2**32 + 1, d).astype(np.uint64)
                 T[:2] = (0, 2**32)[: min(2, d)]
-                cases.append(("grr", (x, k, T, 11)))
+                cases.append(("grr", (x, k, T, _seeds(g, n))))
                 for m in sorted({1, max(1, d // 3), d}):
-                    cases.append(("grr_fs", (x, k, T, m, 12)))
+                    cases.append(("grr_fs", (x, k, T, m, _seeds(g, n))))
                 cases.append(("check_categorical", (x, k)))
                 bad = x.copy()
                 bad.reshape(-1)[g.integers(0, bad.size, 3)] = -1
@@ -370,9 +386,9 @@ def _feature_cases():
             x = (g.random((n, d)) * 3 - 1).astype(dt)
             for t_lo in (1, 12345, 2**31):
                 span = 2.0**32 - 2 * t_lo
-                cases.append(("onebit", (x, -1.0, 2.0, t_lo, span, 3)))
+                cases.append(("onebit", (x, -1.0, 2.0, t_lo, span, _seeds(g, n))))
                 for m in sorted({1, max(1, d // 3), d}):
-                    cases.append(("multibit_encode", (x, m, -1.0, 2.0, t_lo, span, 4)))
+                    cases.append(("multibit_encode", (x, m, -1.0, 2.0, t_lo, span, _seeds(g, n))))
             cases.append(("check_range", (x, -1.0, 2.0)))
             y = x.copy()
             y.reshape(-1)[g.integers(0, y.size, 2)] = np.nan
@@ -380,27 +396,32 @@ def _feature_cases():
             cases.append(("check_range", (y, -1.0, 2.0)))
         # float32 subnormals in a range of subnormal width: exact widening matters here
         tiny = (g.random((20, 9)) * 1e-39).astype(dt)
-        cases.append(("onebit", (tiny, 0.0, 1e-39, 1000, 2.0**32 - 2000, 5)))
-        cases.append(("multibit_encode", (tiny, 4, 0.0, 1e-39, 1000, 2.0**32 - 2000, 6)))
+        cases.append(("onebit", (tiny, 0.0, 1e-39, 1000, 2.0**32 - 2000, _seeds(g, 20))))
+        cases.append(("multibit_encode", (tiny, 4, 0.0, 1e-39, 1000, 2.0**32 - 2000, _seeds(g, 20))))
         cases.append(("check_range", (tiny, 1e-45, 1e-39)))
     for dt in (np.int32, np.int64):
         for c in (1, 2, 3, 10, 1 << 31):
             y = (g.integers(0, 2**62, 500) % c).astype(dt)
             mask = g.random(500) < 0.7
             for T in (0, 2**31, 2**32):
-                cases.append(("rr_labels", (y, mask, c, T, 9)))
+                cases.append(("rr_labels", (y, mask, c, T, _seeds(g, 500))))
     return cases
 
 
 def _run_case(K, name, args, to_dev=lambda a: a, to_host=lambda a: a):
-    """Run one case on kernel module K; arrays cross with to_dev / to_host."""
+    """Run one case on kernel module K; arrays cross with to_dev / to_host (uint64 seeds as
+    int64 bits on a device, as the CUDA launchers take them)."""
+    if K is _cuda:
+        args = tuple(a.view(np.int64) if isinstance(a, np.ndarray) and a.dtype == np.uint64 else a
+                     for a in args)
+        args = args[:-1] + (to_dev(args[-1]),) if name != "rr_labels" else args
     x = args[0]
     if name.startswith("check"):
         return K.__dict__[name](to_dev(x), *args[1:])
     if name == "rr_labels":
-        y, mask, c, T, seed = args
+        y, mask, c, T, seeds = args
         out = to_dev(np.empty_like(y))
-        K.rr_labels(to_dev(y), to_dev(mask), c, T, seed, out)
+        K.rr_labels(to_dev(y), to_dev(mask), c, T, to_dev(seeds) if K is _cuda else seeds, out)
         return to_host(out)
     dtype = np.int8 if name in ("onebit", "multibit_encode") else x.dtype
     out = to_dev(np.empty(x.shape, dtype))

@@ -33,6 +33,7 @@ void register_propagate(py::module_& m);
 void register_reconstruct(py::module_& m);
 void register_sampling(py::module_& m);
 void register_fingerprint(py::module_& m);
+void register_userkey(py::module_& m);
 
 }  // namespace ldp
 
@@ -49,4 +50,5 @@ PYBIND11_MODULE(_C, m) {
     ldp::register_reconstruct(m);
     ldp::register_sampling(m);
     ldp::register_fingerprint(m);
+    ldp::register_userkey(m);
 }

@@ -60,7 +60,7 @@ Layout (one module per ``csrc/cuda/<family>.cu``): :mod:`._core` finds ``csrc/``
 program (:func:`program`), loads it through CuPy and launches a kernel (``_launch``, ``_ptr``:
 the launcher modules reach both through ``_core`` at call time, so a test patches one place);
 ``rng``, ``propagate``, ``reconstruct``, ``features`` (feature and label randomisers, input
-checks), ``sampling``, ``fingerprint``, ``synthetic``, ``edges`` and ``graph`` hold the
+checks), ``sampling``, ``fingerprint``, ``userkey`` (per-user report keys), ``synthetic``, ``edges`` and ``graph`` hold the
 launchers, all re-exported here: :mod:`ldpfast._backend` uses this package as the ``cuda``
 backend module and calls ``ldpfast._cuda.<op>``.
 """
@@ -99,6 +99,7 @@ from .rng import (
 )
 from .sampling import heter_central, heter_edges, heter_infer, heter_nodes
 from .synthetic import synth_edges, synth_features, synth_priorities, synth_upload
+from .userkey import report_keys, row_digests, set_digests
 
 __all__ = [  # the backend module's ops and the loader's names (tests, ldpfast info)
                     "CUPY_APPENDED_OPTIONS",
@@ -139,7 +140,10 @@ __all__ = [  # the backend module's ops and the loader's names (tests, ldpfast i
                     "multibit_encode",
                     "onebit",
                     "program",
+                    "report_keys",
+                    "row_digests",
                     "rr_labels",
+                    "set_digests",
                     "spmm_plan",
                     "spmm_scaled",
                     "synth_edges",

@@ -38,6 +38,7 @@ KERNELS = {
                  "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
                  "check_categorical_i64", "check_range_f32", "check_range_f64"),
     "fingerprint": ("fingerprint_u8",),
+    "userkey": ("row_digests", "set_digests_i32", "set_digests_i64", "report_keys"),
     "edges": ("dprr_probs", "rr_edges_i32", "rr_edges_i64", "ll_edge_values_i32",
               "ll_edge_values_i64", "ll_zero_i32", "ll_zero_i64", "csr_combine_i32",
               "csr_combine_i64"),

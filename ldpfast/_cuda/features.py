@@ -26,6 +26,17 @@ def _on_device(arr, dtype, like):
     return torch.from_numpy(np.ascontiguousarray(arr, dtype=dtype)).to(like.device)
 
 
+def _seeds(seeds, x):
+    """Pointer of the per-row report seeds: ``(n,)`` int64 (uint64 bits) on ``x``'s device."""
+    import torch
+
+    n = x.shape[0]
+    if (not isinstance(seeds, torch.Tensor) or seeds.dtype != torch.int64 or seeds.device != x.device
+            or tuple(seeds.shape) != (n,) or not seeds.is_contiguous()):
+        raise ValueError(f"seeds: expected a contiguous int64 tensor of {n} per-row seeds on {x.device}")
+    return _ptr(seeds)
+
+
 def _cat_args(x, k, thresholds, out):
     if x.dim() != 2:
         raise ValueError("x: expected a 2-D tensor")
@@ -47,15 +58,15 @@ def _cat_args(x, k, thresholds, out):
     return _on_device(k, np.int64, x), _on_device(T.view(np.int64), np.int64, x)
 
 
-def grr(x, k, thresholds, seed, out) -> None:
+def grr(x, k, thresholds, seeds, out) -> None:
     kd, Td = _cat_args(x, k, thresholds, out)
     n, d = x.shape
     _launch("features", f"grr_{_suffix(x, 'x')}", n,
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
-             np.uint64(seed)), x.device)
+             _seeds(seeds, x)), x.device)
 
 
-def grr_fs(x, k, thresholds, m, seed, out) -> None:
+def grr_fs(x, k, thresholds, m, seeds, out) -> None:
     import torch
 
     kd, Td = _cat_args(x, k, thresholds, out)
@@ -66,7 +77,7 @@ def grr_fs(x, k, thresholds, m, seed, out) -> None:
     _launch("features", "grr_fs_flags", 1, (_ptr(kd), np.int64(d), _ptr(flags)), x.device)
     _launch("features", f"grr_fs_{_suffix(x, 'x')}", n,
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m),
-             np.uint64(seed), _ptr(flags)), x.device)
+             _seeds(seeds, x), _ptr(flags)), x.device)
 
 
 def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
@@ -86,32 +97,32 @@ def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
 _SUB_ONEBIT, _SUB_MULTIBIT = 0, 1  # csrc/common/features.h
 
 
-def _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, sub) -> None:
+def _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, sub) -> None:
     n, d = x.shape
     _launch("features", f"onebit_{_suffix(x, 'x')}", n * ((d + 3) // 4),
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
-             np.uint64(t_lo), np.float64(span), np.uint64(seed), np.uint32(sub)), x.device)
+             np.uint64(t_lo), np.float64(span), _seeds(seeds, x), np.uint32(sub)), x.device)
 
 
-def onebit(x, alpha, beta, t_lo, span, seed, out) -> None:
+def onebit(x, alpha, beta, t_lo, span, seeds, out) -> None:
     _onebit_args(x, out, alpha, beta, t_lo, span)
-    _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, _SUB_ONEBIT)
+    _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_ONEBIT)
 
 
-def multibit_encode(x, m, alpha, beta, t_lo, span, seed, out) -> None:
+def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out) -> None:
     _onebit_args(x, out, alpha, beta, t_lo, span)
     n, d = x.shape
     if not 1 <= m <= d:
         raise ValueError("m: expected an int in [1, d]")
     if m == d:  # multibit_row's m = d case, one thread per Philox block instead of per row
-        _onebit_blocks(x, alpha, beta, t_lo, span, seed, out, _SUB_MULTIBIT)
+        _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_MULTIBIT)
         return
     _launch("features", f"multibit_{_suffix(x, 'x')}", n,
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
-             np.float64(beta), np.uint64(t_lo), np.float64(span), np.uint64(seed)), x.device)
+             np.float64(beta), np.uint64(t_lo), np.float64(span), _seeds(seeds, x)), x.device)
 
 
-def rr_labels(y, mask, num_classes, threshold, seed, out) -> None:
+def rr_labels(y, mask, num_classes, threshold, seeds, out) -> None:
     import torch
 
     if y.dim() != 1:
@@ -128,7 +139,7 @@ def rr_labels(y, mask, num_classes, threshold, seed, out) -> None:
     n = y.shape[0]
     _launch("features", f"rr_labels_{_suffix(y, 'y')}", n,
             (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
-             np.uint64(threshold), np.uint64(seed)), y.device)
+             np.uint64(threshold), _seeds(seeds, y)), y.device)
 
 
 def _first_index(kernel: str, x, n_threads: int, args: tuple) -> int:

@@ -79,15 +79,14 @@ def _grr_bits(k):
 
 # --- kernels ---------------------------------------------------------------------------------
 @pjit
-def _grr(x, k, T, bkm1, seed, out, row0):
+def _grr(x, k, T, bkm1, seeds, out):
     n, d = x.shape
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
         keep = np.empty(11, np.uint64)
         bits = np.empty(13, np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            r = row0 + i  # global row: a row block draws what the whole matrix would
-            R.cell_init(keep, seed, STREAM_GRR, r, SUB_GRR_KEEP)
-            _bits_init(bits, seed, STREAM_GRR, r, SUB_GRR_BITS)
+            R.cell_init(keep, seeds[i], STREAM_GRR, 0, SUB_GRR_KEEP)  # row i's own seed
+            _bits_init(bits, seeds[i], STREAM_GRR, 0, SUB_GRR_BITS)
             for j in range(d):
                 out[i, j] = _grr_one(_U(x[i, j]), _U(k[j]), T[j], bkm1[j], keep, bits)
 
@@ -107,7 +106,7 @@ def _slot(w, off, b):
 
 
 @pjit
-def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seed, out, row0):
+def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seeds, out):
     n, d = x.shape
     all_ = m == d
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
@@ -121,7 +120,7 @@ def _grr_fs(x, k, T, bk, bkm1, off, nblk, m, seed, out, row0):
             sel[:] = 1
         idx = np.empty(m, np.int64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            r = row0 + i
+            seed, r = seeds[i], 0
             if not all_:
                 R.cell_init(s, seed, STREAM_GRR_FS_SELECT, r, 0)
                 for c in range(m):
@@ -163,18 +162,18 @@ def _onebit_one(v, alpha, beta, t_lo, span, g):
 
 
 @pjit
-def _onebit(x, alpha, beta, t_lo, span, seed, out, row0):
+def _onebit(x, alpha, beta, t_lo, span, seeds, out):
     n, d = x.shape
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
         g = np.empty(11, np.uint64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            R.cell_init(g, seed, STREAM_ONEBIT, row0 + i, SUB_ONEBIT)
+            R.cell_init(g, seeds[i], STREAM_ONEBIT, 0, SUB_ONEBIT)
             for j in range(d):
                 out[i, j] = _onebit_one(x[i, j], alpha, beta, t_lo, span, g)
 
 
 @pjit
-def _multibit(x, m, alpha, beta, t_lo, span, seed, out, row0):
+def _multibit(x, m, alpha, beta, t_lo, span, seeds, out):
     n, d = x.shape
     all_ = m == d
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
@@ -182,14 +181,14 @@ def _multibit(x, m, alpha, beta, t_lo, span, seed, out, row0):
         s = np.empty(11, np.uint64)
         idx = np.empty(m, np.int64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            R.cell_init(g, seed, STREAM_ONEBIT, row0 + i, SUB_MULTIBIT)
+            R.cell_init(g, seeds[i], STREAM_ONEBIT, 0, SUB_MULTIBIT)
             if all_:
                 for j in range(d):
                     out[i, j] = _onebit_one(x[i, j], alpha, beta, t_lo, span, g)
                 continue
             for j in range(d):
                 out[i, j] = 0
-            R.cell_init(s, seed, STREAM_MULTIBIT_SELECT, row0 + i, 0)
+            R.cell_init(s, seeds[i], STREAM_MULTIBIT_SELECT, 0, 0)
             for c in range(m):
                 j = d - m + c
                 t = np.int64(R.randint(s, _U(j + 1)))
@@ -202,7 +201,7 @@ def _multibit(x, m, alpha, beta, t_lo, span, seed, out, row0):
 
 
 @pjit
-def _rr_labels(y, mask, c, T, bkm1, seed, out, row0):
+def _rr_labels(y, mask, c, T, bkm1, seeds, out):
     n = y.shape[0]
     for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
         keep = np.empty(11, np.uint64)
@@ -211,8 +210,8 @@ def _rr_labels(y, mask, c, T, bkm1, seed, out, row0):
             if not mask[i]:
                 out[i] = y[i]
                 continue
-            R.cell_init(keep, seed, STREAM_LABEL_RR, row0 + i, SUB_LABEL_KEEP)
-            _bits_init(bits, seed, STREAM_LABEL_RR, row0 + i, SUB_LABEL_BITS)
+            R.cell_init(keep, seeds[i], STREAM_LABEL_RR, 0, SUB_LABEL_KEEP)
+            _bits_init(bits, seeds[i], STREAM_LABEL_RR, 0, SUB_LABEL_BITS)
             out[i] = _grr_one(_U(y[i]), c, T, bkm1, keep, bits)
 
 
@@ -246,13 +245,11 @@ def _check_range(x, alpha, beta, first):
 
 
 # --- public twins (same signatures as ldpfast._C) --------------------------------------------
-def _row0(row0):
-    """Global index of the first row (``row0`` of the C++ launchers): draws are addressed by
-    ``row0 + i``, so a row block of a matrix gets the bits of those rows in the whole call."""
-    row0 = int(row0)
-    if not 0 <= row0 < 2**48:
-        raise ValueError("row0: expected an int in [0, 2^48)")
-    return np.int64(row0)
+def _seeds(seeds, n):
+    """The per-row report seeds (``ldpfast.privacy.users``): uint64 (n,), as the C++ launchers take them."""
+    if not isinstance(seeds, np.ndarray) or seeds.dtype != np.uint64 or seeds.shape != (n,):
+        raise ValueError(f"seeds: expected a uint64 array of {n} per-row seeds")
+    return np.ascontiguousarray(seeds)
 
 
 def _check_2d(x, out, name="x"):
@@ -275,13 +272,13 @@ def _cat_args(x, k, thresholds, out):
     return k, T
 
 
-def grr(x, k, thresholds, seed, out, row0=0):
+def grr(x, k, thresholds, seeds, out):
     k, T = _cat_args(x, k, thresholds, out)
     _, bkm1 = _grr_bits(k)
-    _grr(x, k, T, bkm1, _U(seed), out, _row0(row0))
+    _grr(x, k, T, bkm1, _seeds(seeds, x.shape[0]), out)
 
 
-def grr_fs(x, k, thresholds, m, seed, out, row0=0):
+def grr_fs(x, k, thresholds, m, seeds, out):
     k, T = _cat_args(x, k, thresholds, out)
     if not 1 <= m <= x.shape[1]:
         raise ValueError("m: expected an int in [1, d]")
@@ -291,7 +288,7 @@ def grr_fs(x, k, thresholds, m, seed, out, row0=0):
         off[1:] = np.cumsum(bk.astype(np.int64))[:-1]
     total = int(bk.astype(np.int64).sum())
     nblk = ((total + 31) // 32 + 3) // 4
-    _grr_fs(x, k, T, bk, bkm1, off, np.int64(nblk), np.int64(m), _U(seed), out, _row0(row0))
+    _grr_fs(x, k, T, bk, bkm1, off, np.int64(nblk), np.int64(m), _seeds(seeds, x.shape[0]), out)
 
 
 def _onebit_args(alpha, beta, t_lo, span):
@@ -301,21 +298,21 @@ def _onebit_args(alpha, beta, t_lo, span):
         raise ValueError("t_lo, span: expected 1 <= t_lo <= 2^31 and 2 t_lo + span <= 2^32")
 
 
-def onebit(x, alpha, beta, t_lo, span, seed, out, row0=0):
+def onebit(x, alpha, beta, t_lo, span, seeds, out):
     _check_2d(x, out)
     _onebit_args(alpha, beta, t_lo, span)
-    _onebit(x, float(alpha), float(beta), _U(t_lo), float(span), _U(seed), out, _row0(row0))
+    _onebit(x, float(alpha), float(beta), _U(t_lo), float(span), _seeds(seeds, x.shape[0]), out)
 
 
-def multibit_encode(x, m, alpha, beta, t_lo, span, seed, out, row0=0):
+def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out):
     _check_2d(x, out)
     _onebit_args(alpha, beta, t_lo, span)
     if not 1 <= m <= x.shape[1]:
         raise ValueError("m: expected an int in [1, d]")
-    _multibit(x, np.int64(m), float(alpha), float(beta), _U(t_lo), float(span), _U(seed), out, _row0(row0))
+    _multibit(x, np.int64(m), float(alpha), float(beta), _U(t_lo), float(span), _seeds(seeds, x.shape[0]), out)
 
 
-def rr_labels(y, mask, num_classes, threshold, seed, out, row0=0):
+def rr_labels(y, mask, num_classes, threshold, seeds, out):
     if y.ndim != 1:
         raise ValueError("y: expected a 1-D array")
     if out.shape != y.shape or mask.shape != y.shape:
@@ -325,7 +322,7 @@ def rr_labels(y, mask, num_classes, threshold, seed, out, row0=0):
     if threshold > 2**32:
         raise ValueError("threshold: must be <= 2^32")
     bkm1 = _U(max(int(num_classes) - 2, 0).bit_length())
-    _rr_labels(y, mask, _U(num_classes), _U(threshold), bkm1, _U(seed), out, _row0(row0))
+    _rr_labels(y, mask, _U(num_classes), _U(threshold), bkm1, _seeds(seeds, y.shape[0]), out)
 
 
 def check_categorical(x, k):

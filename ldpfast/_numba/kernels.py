@@ -41,6 +41,7 @@ from .rng_kernels import (  # noqa: F401
     philox_blocks,
 )
 from .sampling import heter_central, heter_edges, heter_infer_nodes, heter_nodes  # noqa: F401
+from .userkey import report_keys, row_digests, set_digests  # noqa: F401
 from .synthetic import (  # noqa: F401
     synth_edge_count,
     synth_edge_fill,

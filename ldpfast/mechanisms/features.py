@@ -38,7 +38,7 @@ from ..privacy.ldp import (
     onebit_threshold,
     optimal_m,
 )
-from ..rng import resolve_seed
+from ..privacy.users import DEFAULT_DOMAIN, keying_of
 
 __all__ = ["grr", "grr_fs", "multibit_encode", "multibit_rectify", "onebit", "optimal_m"]
 
@@ -146,17 +146,12 @@ def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x") ->
                          f"[alpha, beta] = [{alpha}, {beta}]")
 
 
-def _row_kw(row_offset: int, name: str) -> dict:
-    """Kernel keyword for a row block's global offset: ``{}`` for 0 (every backend, bits
-    unchanged), else ``{"row0": row_offset}`` (CPU backends only: the CUDA launchers do not
-    take one yet)."""
-    row_offset = check_int("row_offset", row_offset, 0, 2**48 - 1)
-    if row_offset == 0:
-        return {}
-    if name == "cuda":
-        raise ValueError("row_offset: only the CPU backends (cpp, numba) take a row offset; move the "
-                         "block to CPU or pass row_offset=0")
-    return {"row0": row_offset}
+def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str, extra=None):
+    """Per-row report seeds of one release (:mod:`ldpfast.privacy.users`), each row's input
+    being its own row of ``x``: a NumPy uint64 view for the CPU kernels, the int64 tensor
+    itself for CUDA."""
+    seeds = keying.seeds(mechanism, params, x.shape[0], x.device, rows=x, extra=extra)
+    return seeds if name == "cuda" else seeds.numpy().view(np.uint64)
 
 
 def _thresholds(eps: float, k: np.ndarray) -> np.ndarray:
@@ -173,8 +168,9 @@ def _categorical_input(x, name="x"):
     return x2
 
 
-def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
-        backend: str | None = None, row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
+def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=None,
+        dataset: str = DEFAULT_DOMAIN, backend: str | None = None, row_offset: int = 0,
+        _keying=None) -> tuple[torch.Tensor, Spent]:
     """Generalized randomized response on every entry of a categorical matrix.
 
     Each entry ``x[i, j]`` in ``[0, k_j)`` is reported truthfully with probability
@@ -190,15 +186,22 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     eps : float
         Budget of each single report, > 0.
     seed : int, optional
-        64-bit seed; ``None`` draws one from the OS.  Never recorded: it would
-        rebuild the noise, so it stays with the caller.
+        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
+        rebuild the noise.
+    user_keys : 1-D int tensor, optional
+        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
+        ``user_keys[i]``, its own input and every parameter of the output law, never to its
+        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
+    dataset : str
+        Dataset name, the domain separator: two datasets under one secret never share bits
+        (default ``"default"``).
     backend : {"cpp", "numba", "cuda"}, optional
         Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
         else C++ if built, else Numba).
     row_offset : int
-        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        Key of the first row when ``user_keys`` is None (default 0), so that
         ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
+        :mod:`ldpfast.distributed.shards` randomises row blocks).
 
     Returns
     -------
@@ -215,11 +218,12 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
     d = x2.shape[1]
     kk = _as_domain("k", k, d)
     eps = check_eps("eps", eps)
-    seed = resolve_seed(seed)
+    keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     T = _thresholds(eps, kk)
     K, name, xc, view = _kernel_input(x2, backend, lambda K, xa: _check_values_in_domain(K, xa, kk))
+    seeds = _seeds_for(keying, "grr", {"eps": eps, "k": _domain_param(kk), "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    K.grr(view(xc), kk, T, seed, view(out), **_row_kw(row_offset, name))
+    K.grr(view(xc), kk, T, seeds, view(out))
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
                   params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": name,
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
@@ -227,8 +231,8 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *,
 
 
 def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = None, *,
-           accounting: str = "exact", backend: str | None = None,
-           row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
+           accounting: str = "exact", user_keys=None, dataset: str = DEFAULT_DOMAIN,
+           backend: str | None = None, row_offset: int = 0, _keying=None) -> tuple[torch.Tensor, Spent]:
     """GRR with feature sampling (GRR-FS), RGNN section IV-A, eq. (4).
 
     Each node samples ``m`` of its ``d`` features uniformly without replacement and reports
@@ -248,17 +252,22 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     m : int
         Number of sampled features, ``1 <= m <= d``.
     seed : int, optional
-        64-bit seed (``None``: fresh from the OS); never recorded in the ``Spent`` (it would undo the noise).
-    accounting : {"exact", "rgnn_theorem1"}
-        What ``Spent.eps`` records.  ``"exact"`` (default): ``m * eps_x``, the tight
-        guarantee.  ``"rgnn_theorem1"``: the paper's ``eps_X = ln(1 + (m/d)(e^{m eps_x} - 1))``,
-        labelled as the paper's claim; it is **not** a valid eps-LDP bound when ``m < d``
-        (see :mod:`ldpfast.privacy.ldp`).  Both values are always in ``Spent.params``.
+        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
+        rebuild the noise.
+    user_keys : 1-D int tensor, optional
+        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
+        ``user_keys[i]``, its own input and every parameter of the output law, never to its
+        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
+    dataset : str
+        Dataset name, the domain separator: two datasets under one secret never share bits
+        (default ``"default"``).
     backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
     row_offset : int
-        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        Key of the first row when ``user_keys`` is None (default 0), so that
         ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
+        :mod:`ldpfast.distributed.shards` randomises row blocks).
 
     Returns
     -------
@@ -288,11 +297,13 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     gam = _as_domain("domain", domain, d)
     eps_x = check_eps("eps_x", eps_x)
     m = check_int("m", m, 1, d)
-    seed = resolve_seed(seed)
+    keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     T = _thresholds(eps_x, gam)
     K, name, xc, view = _kernel_input(x, backend, lambda K, xa: _check_values_in_domain(K, xa, gam))
+    seeds = _seeds_for(keying, "grr_fs", {"eps_x": eps_x, "m": m, "k": _domain_param(gam),
+                                          "accounting": accounting, "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    K.grr_fs(view(xc), gam, T, m, seed, view(out), **_row_kw(row_offset, name))
+    K.grr_fs(view(xc), gam, T, m, seeds, view(out))
     exact = grr_fs_epsilon_exact(eps_x, m, d)
     thm1 = grr_fs_epsilon(eps_x, m, d)
     if accounting == "exact":
@@ -331,8 +342,8 @@ def _continuous_input(x, alpha, beta):
 
 
 def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
-           seed: int | None = None, *, backend: str | None = None,
-           row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
+           seed: int | None = None, *, user_keys=None, dataset: str = DEFAULT_DOMAIN,
+           backend: str | None = None, row_offset: int = 0, _keying=None) -> tuple[torch.Tensor, Spent]:
     """1-bit mechanism on every feature (Ding et al. 2017, as used by LPGNN; Algorithm 1
     with ``m = d``).
 
@@ -351,11 +362,22 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     alpha, beta : float
         Public range of the features, ``alpha < beta``.
     seed : int, optional
+        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
+        rebuild the noise.
+    user_keys : 1-D int tensor, optional
+        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
+        ``user_keys[i]``, its own input and every parameter of the output law, never to its
+        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
+    dataset : str
+        Dataset name, the domain separator: two datasets under one secret never share bits
+        (default ``"default"``).
     backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
     row_offset : int
-        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        Key of the first row when ``user_keys`` is None (default 0), so that
         ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
+        :mod:`ldpfast.distributed.shards` randomises row blocks).
 
     Returns
     -------
@@ -369,13 +391,15 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     """
     alpha, beta = _continuous_input(x, alpha, beta)
     eps = check_eps("eps", eps)
-    seed = resolve_seed(seed)
+    keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     d = x.shape[1]
     t_lo, span = onebit_threshold(eps / d)
     K, name, xc, view = _kernel_input(
         x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
+    seeds = _seeds_for(keying, "onebit", {"eps": eps, "alpha": alpha, "beta": beta, "d": d,
+                                          "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    K.onebit(view(xc), alpha, beta, t_lo, span, seed, view(out), **_row_kw(row_offset, name))
+    K.onebit(view(xc), alpha, beta, t_lo, span, seeds, view(out))
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
                           "backend": name,
@@ -384,8 +408,9 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
 
 
 def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: float = 0.0,
-                    beta: float = 1.0, seed: int | None = None, *,
-                    backend: str | None = None, row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
+                    beta: float = 1.0, seed: int | None = None, *, user_keys=None,
+                    dataset: str = DEFAULT_DOMAIN, backend: str | None = None, row_offset: int = 0,
+                    _keying=None) -> tuple[torch.Tensor, Spent]:
     """LPGNN multi-bit encoder (paper 002, section 3.1, Algorithm 1).
 
     Each node samples ``m`` of its ``d`` dimensions uniformly without replacement; a
@@ -405,11 +430,22 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     alpha, beta : float
         Public feature range, ``alpha < beta``.
     seed : int, optional
+        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
+        rebuild the noise.
+    user_keys : 1-D int tensor, optional
+        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
+        ``user_keys[i]``, its own input and every parameter of the output law, never to its
+        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
+    dataset : str
+        Dataset name, the domain separator: two datasets under one secret never share bits
+        (default ``"default"``).
     backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
     row_offset : int
-        Global index of ``x``'s first row (default 0).  Draws are addressed by global row, so
+        Key of the first row when ``user_keys`` is None (default 0), so that
         ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).  CPU backends only.
+        :mod:`ldpfast.distributed.shards` randomises row blocks).
 
     Returns
     -------
@@ -430,12 +466,14 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     eps = check_eps("eps", eps)
     d = x.shape[1]
     m = optimal_m(eps, d) if m is None else check_int("m", m, 1, d)
-    seed = resolve_seed(seed)
+    keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     t_lo, span = onebit_threshold(eps / m)
     K, name, xc, view = _kernel_input(
         x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
+    seeds = _seeds_for(keying, "multibit", {"eps": eps, "m": m, "alpha": alpha, "beta": beta, "d": d,
+                                            "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seed, view(out), **_row_kw(row_offset, name))
+    K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seeds, view(out))
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
                           "backend": name,

@@ -14,15 +14,15 @@ import torch
 from .._checks import check_eps, check_int, check_tensor
 from ..privacy.budget import Spent
 from ..privacy.ldp import grr_probs, grr_threshold
-from ..rng import resolve_seed
-from .features import INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernels, _row_kw
+from ..privacy.users import DEFAULT_DOMAIN, keying_of
+from .features import INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernels, _seeds_for
 
 __all__ = ["rr_labels"]
 
 
 def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = None, *,
-              mask: torch.Tensor | None = None,
-              backend: str | None = None, row_offset: int = 0) -> tuple[torch.Tensor, Spent]:
+              mask: torch.Tensor | None = None, user_keys=None, dataset: str = DEFAULT_DOMAIN,
+              backend: str | None = None, row_offset: int = 0, _keying=None) -> tuple[torch.Tensor, Spent]:
     """Randomized response on labels (LPGNN eq. 11; RGNN section IV-B).
 
     For every node with ``mask[i]`` true, the label ``y[i]`` in ``[0, c)`` is kept with
@@ -40,14 +40,20 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     eps : float
         Label budget ``eps_y`` > 0.
     seed : int, optional
-        64-bit seed (``None``: fresh from the OS); never recorded in the ``Spent`` (it would undo the noise).
+        The caller's 64-bit secret (``None``: fresh from the OS); never recorded in the
+        ``Spent`` (it would undo the noise).
     mask : torch.Tensor, optional
-        ``(n,)`` bool: the nodes that report a label (default: all).
+        ``(n,)`` bool: the nodes that report a label (default: all).  A node's own mask bit
+        enters its report key (it changes its output law).
+    user_keys, dataset : optional
+        Who each row is and the dataset's name (see :func:`ldpfast.mechanisms.grr`): row
+        ``i``'s report is keyed to user ``user_keys[i]`` (default ``row_offset + i``), its own
+        label and mask bit, ``eps`` and ``num_classes``.
     backend : {"cpp", "numba", "cuda"}, optional
         Kernel backend (default: CUDA kernels for CUDA tensors, else C++ if built, else Numba).
     row_offset : int
-        Global index of ``y[0]`` (default 0): ``rr_labels(y[a:b], ..., row_offset=a)`` equals
-        ``rr_labels(y, ...)[0][a:b]`` bit for bit (with the mask sliced alike).  CPU backends only.
+        Key of ``y[0]`` when ``user_keys`` is None (default 0): ``rr_labels(y[a:b], ...,
+        row_offset=a)`` equals ``rr_labels(y, ...)[0][a:b]`` bit for bit (mask sliced alike).
 
     Returns
     -------
@@ -61,7 +67,7 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     check_tensor("y", y, dims=1, dtypes=INT_DTYPES)
     c = check_int("num_classes", num_classes, 1, MAX_DOMAIN)
     eps = check_eps("eps", eps)
-    seed = resolve_seed(seed)
+    keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     n = y.shape[0]
     if mask is not None:
         check_tensor("mask", mask, dims=1, dtypes=(torch.bool,))
@@ -79,9 +85,11 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
         raise ValueError(f"y: label {int(yc[i])} of node {i} is outside "
                          f"[0, num_classes) = [0, {c})")
     T = grr_threshold(eps, c)
+    seeds = _seeds_for(keying, "rr_labels", {"eps": eps, "num_classes": c, "dtype": str(yc.dtype)}, yc, name,
+                       extra=m)
     out = torch.empty_like(yc)
     view = _array_view(device)
-    K.rr_labels(view(yc), view(m), c, T, seed, view(out), **_row_kw(row_offset, name))
+    K.rr_labels(view(yc), view(m), c, T, seeds, view(out))
     p, q = grr_probs(eps, c)
     spent = Spent("rr_labels", "labels", eps, guarantee="eps-LDP per node",
                   params={"num_classes": c, "p": p, "q": q, "num_randomised": int(m.sum()),

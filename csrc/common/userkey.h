@@ -1,0 +1,74 @@
+// Per-user report keys: the seed of every LDP report, derived from the user and their own data
+// (ldpfast/privacy/users.py holds the derivation's Python side and its documentation).
+// One body for the C++ launcher (csrc/cpu/userkey.cpp), the CUDA launcher
+// (csrc/cuda/userkey.cu) and, line for line, the Numba twin (ldpfast/_numba/userkey.py).
+//
+// Per release of one mechanism, the caller derives from SHA-256(secret, domain, mechanism,
+// every parameter of the output law) the 64-bit keys used below; per user i:
+//   input digest  (s0, s1) = the keyed fingerprint (fingerprint.h) of the bytes of row i
+//                  (dense rows), or sum_{j in N(i)} Philox_{k_set}(key_j) (a neighbour set:
+//                  order-free, so it does not depend on how the rows are numbered);
+//   chain         a = Philox_{k_a}(ukey_lo, ukey_hi, extra_lo, extra_hi)
+//                 b = Philox_{k_b}(a ^ (s0_lo, s0_hi, s1_lo, s1_hi))
+//   seed_i        = b0 | b1 << 32                      (the key of the user's Philox streams)
+//   report id     = c0 | c1 << 32, c = Philox_{k_c}(b)  (what the report store keeps)
+// The chain is CBC-MAC over two fixed-length blocks with the block cipher Philox4x32-10, so
+// (Philox taken as a PRF under an unknown key, as everywhere in ldpfast) seeds of different
+// (user key, extra, input) are independent, and a report id reveals neither the seed nor the
+// input.  `extra` carries a user's own per-release flags (in the label mask, public, ...).
+#pragma once
+#include "fingerprint.h"
+#if !defined(__CUDACC__)
+#include <cstring>
+#endif
+
+namespace ldp {
+namespace uk {
+
+// Keyed fingerprint of one row of bytes (any alignment): fingerprint.h's construction, the
+// row being the whole string.  K: the NH keys of k_nh (fp::nh_key_block).  The CUDA launcher
+// hashes a row with a warp instead (same blocks, same sums).
+LDP_HD void row_digest(const uint8_t* p, int64_t nbytes, const uint32_t* K, uint64_t k_pad, uint64_t k_prf,
+                       uint64_t& s0, uint64_t& s1) {
+    s0 = 0;
+    s1 = 0;
+    const int64_t nfull = nbytes / fp::BLOCK_BYTES, nb = (nbytes + fp::BLOCK_BYTES - 1) / fp::BLOCK_BYTES;
+    for (int64_t b = 0; b < nb; ++b) {
+        uint64_t y0, y1;
+#if !defined(__CUDACC__)
+        if (b < nfull) {  // whole words by memcpy: any alignment, little endian (as fingerprint.cpp)
+            uint32_t m[fp::BLOCK_WORDS];
+            std::memcpy(m, p + b * fp::BLOCK_BYTES, fp::BLOCK_BYTES);
+            fp::nh_block(m, K, y0, y1);
+        } else
+#endif
+            fp::nh_block_tail(p, nbytes, b, K, y0, y1);
+        fp::block_term(y0, y1, (uint64_t)b, k_pad, k_prf, s0, s1);
+    }
+    (void)nfull;
+}
+
+// One neighbour's term of a set digest: Philox_{k_set}(key) as two 64-bit words.
+LDP_HD void set_term(int64_t key, uint64_t k_set, uint64_t& t0, uint64_t& t1) {
+    const uint64_t u = (uint64_t)key;
+    const u32x4 r = fp::philox_key64(u32x4{{(uint32_t)u, (uint32_t)(u >> 32), 0x5e7u, 0u}}, k_set);
+    t0 = (uint64_t)r.v[0] | ((uint64_t)r.v[1] << 32);
+    t1 = (uint64_t)r.v[2] | ((uint64_t)r.v[3] << 32);
+}
+
+// The chain above: seed and report id of one user.
+LDP_HD void report_key(int64_t ukey, uint64_t extra, uint64_t s0, uint64_t s1, uint64_t k_a, uint64_t k_b,
+                       uint64_t k_c, uint64_t& seed, uint64_t& rid) {
+    const uint64_t u = (uint64_t)ukey;
+    const u32x4 a = fp::philox_key64(
+        u32x4{{(uint32_t)u, (uint32_t)(u >> 32), (uint32_t)extra, (uint32_t)(extra >> 32)}}, k_a);
+    const u32x4 b = fp::philox_key64(u32x4{{a.v[0] ^ (uint32_t)s0, a.v[1] ^ (uint32_t)(s0 >> 32),
+                                             a.v[2] ^ (uint32_t)s1, a.v[3] ^ (uint32_t)(s1 >> 32)}},
+                                     k_b);
+    const u32x4 c = fp::philox_key64(b, k_c);
+    seed = (uint64_t)b.v[0] | ((uint64_t)b.v[1] << 32);
+    rid = (uint64_t)c.v[0] | ((uint64_t)c.v[1] << 32);
+}
+
+}  // namespace uk
+}  // namespace ldp

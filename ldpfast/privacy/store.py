@@ -1,0 +1,335 @@
+"""A per-user ledger of LDP reports that outlives one ``Data``: :class:`ReportStore`.
+
+Every randomising transform (and ``ldpfast randomize``) takes ``store=``.  For each release the
+store records, per user, each *distinct* report released: the mechanism, a digest of its
+public parameters, a keyed report id (:mod:`ldpfast.privacy.users`: a PRF of the user's key,
+their own input and the parameters under the caller's secret), eps, delta, the neighbouring
+relation it protects and the release time.  Then:
+
+* an unchanged user re-released (same secret, same parameters, same input) has the same
+  report id: the transform returns the identical report and the store charges nothing;
+* a changed input, a new parameter setting or a new secret is a new report, added to that
+  user's total for its relation;
+* with ``budget=``, a user whose total would pass the cap is *withheld*: not re-reported (the
+  transform marks them, e.g. ``data.x_withheld``, and counts them in the ledger entry);
+* relations are never added together: node-level LDP of a user's attributes (features,
+  labels: ``"node-ldp"``), edge LDP of one neighbour bit (``"edge-ldp"``) and node-level
+  central DP (``"node-dp"``) protect different neighbouring datasets.  A user's edge total is
+  conservative: any change of their neighbour list counts as a new report of every bit, though
+  only the changed bits are redrawn.
+
+What the store never holds: the secret, a seed, or anything that rebuilds the noise or reveals
+an input.  Report ids are keyed (an unkeyed hash of a label is inverted by trying the few
+labels); user keys are stored as given (they identify the user to the server anyway).
+
+One release is one SQLite transaction: a crash or a killed process part-way leaves the store
+as it was (``tests/test_store.py`` kills a release after some users).  Embedded SQLite, no
+server; millions of users per release (BENCHMARKS.md: the Orkut-like graph's 3.07M users).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["RELATIONS", "ReleaseResult", "ReportStore", "relation_of"]
+
+#: The neighbouring relations a report can protect; totals are kept apart per relation.
+RELATIONS = {
+    "node-ldp": "node-level LDP of the user's own attributes (features, labels)",
+    "edge-ldp": "edge LDP: one bit of the user's neighbour list",
+    "node-dp": "node-level central DP (DP-SGD: a whole node and its edges)",
+}
+_TARGET_RELATION = {"features": "node-ldp", "labels": "node-ldp", "edges": "edge-ldp", "nodes": "node-dp"}
+_SCHEMA_VERSION = "1"
+_CHUNK = 100_000  # rows per executemany: bounded memory, and a progress callback between chunks
+
+
+def relation_of(target: str) -> str:
+    """The relation a :class:`~ldpfast.privacy.Spent` target protects (``features`` and
+    ``labels``: node-ldp; ``edges``: edge-ldp; ``nodes``: node-dp)."""
+    try:
+        return _TARGET_RELATION[target]
+    except KeyError:
+        raise ValueError(f"target: expected one of {sorted(_TARGET_RELATION)}, got {target!r}") from None
+
+
+def _check_budget(budget):
+    if budget is None:
+        return {}
+    if isinstance(budget, bool):
+        raise TypeError("budget: expected a positive number or a dict {relation: number}")
+    if isinstance(budget, (int, float)):
+        budget = {r: budget for r in RELATIONS}
+    if not isinstance(budget, dict):
+        raise TypeError("budget: expected a positive number or a dict {relation: number}")
+    out = {}
+    for r, v in budget.items():
+        if r not in RELATIONS:
+            raise ValueError(f"budget: unknown relation {r!r}; expected one of {sorted(RELATIONS)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0) or math.isnan(v):
+            raise ValueError(f"budget: the cap of {r!r} must be a number > 0, got {v!r}")
+        out[r] = float(v)
+    return out
+
+
+@dataclass
+class ReleaseResult:
+    """What one release did to the store.
+
+    Attributes
+    ----------
+    new : numpy bool array
+        Users charged by this release (a new report).
+    withheld : numpy bool array
+        Users not reported: their total would pass the budget.
+    reused : int
+        Users re-released unchanged (identical report, nothing charged).
+    release_id : int
+        The release's row in the store.
+    """
+
+    new: np.ndarray
+    withheld: np.ndarray
+    reused: int
+    release_id: int
+    counts: dict = field(default_factory=dict)
+
+
+class ReportStore:
+    """Per-user report ledger in an SQLite file (module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The SQLite file (created if missing).
+    budget : float or dict, optional
+        Cap on each user's total per relation: one number for every relation, or
+        ``{"node-ldp": 8.0, "edge-ldp": 4.0}``.  Users who would pass it are withheld.
+    timeout : float
+        Seconds to wait for another process's release to finish (SQLite lock).
+
+    Examples
+    --------
+    >>> store = ReportStore("reports.sqlite", budget=8.0)              # doctest: +SKIP
+    >>> data = lf.transforms.MultiBit(eps=1.0, user_key="user_id", store=store,
+    ...                               seed=secret, dataset="social")(data)  # doctest: +SKIP
+    >>> print(store.summary())                                           # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike, budget=None, *, timeout: float = 60.0):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path: expected a file path, got {type(path).__name__}")
+        self.path = Path(path)
+        self.budget = _check_budget(budget)
+        self.timeout = float(timeout)
+        self._con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=FULL")  # a committed release survives a power loss
+        self._init_schema()
+
+    # --- schema --------------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        c = self._con
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executescript("""
+                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+                CREATE TABLE IF NOT EXISTS datasets(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+                CREATE TABLE IF NOT EXISTS settings(id INTEGER PRIMARY KEY, mechanism TEXT NOT NULL,
+                    params_digest TEXT UNIQUE NOT NULL, params TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS releases(id INTEGER PRIMARY KEY, time REAL NOT NULL,
+                    dataset INTEGER NOT NULL, setting INTEGER NOT NULL, relation TEXT NOT NULL,
+                    eps REAL NOT NULL, delta REAL NOT NULL, users INTEGER, new INTEGER, reused INTEGER,
+                    withheld INTEGER);
+                CREATE TABLE IF NOT EXISTS reports(dataset INTEGER NOT NULL, user INTEGER NOT NULL,
+                    rid INTEGER NOT NULL, release INTEGER NOT NULL,
+                    PRIMARY KEY(dataset, user, rid)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS totals(dataset INTEGER NOT NULL, user INTEGER NOT NULL,
+                    relation TEXT NOT NULL, eps REAL NOT NULL, delta REAL NOT NULL, reports INTEGER NOT NULL,
+                    PRIMARY KEY(dataset, relation, user)) WITHOUT ROWID;
+            """.replace("\n                ", "\n"))
+            row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                c.execute("INSERT INTO meta VALUES('schema', ?)", (_SCHEMA_VERSION,))
+            elif row[0] != _SCHEMA_VERSION:
+                raise ValueError(f"path: {self.path} is a report store of schema {row[0]}, this ldpfast "
+                                 f"reads schema {_SCHEMA_VERSION}")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ReportStore({str(self.path)!r}, budget={self.budget or None})"
+
+    def cache_params(self) -> dict:
+        """What a dataset cache key needs of a store: its path and budget (not its contents)."""
+        return {"path": str(self.path.resolve()), "budget": self.budget}
+
+    # --- one release ---------------------------------------------------------------------------
+    def _id(self, table: str, col: str, value: str) -> int:
+        c = self._con
+        row = c.execute(f"SELECT id FROM {table} WHERE {col}=?", (value,)).fetchone()
+        if row is not None:
+            return row[0]
+        return c.execute(f"INSERT INTO {table}({col}) VALUES(?)", (value,)).lastrowid
+
+    def release(self, *, dataset: str, mechanism: str, params_digest: str, params: dict, relation: str,
+                eps: float, delta: float, users: np.ndarray, rids: np.ndarray, progress=None) -> ReleaseResult:
+        """Record one release of ``users`` (int64 keys) with report ids ``rids`` (uint64), in one
+        transaction; returns which users were charged and which withheld (the caller withholds
+        them from the output).  ``progress(done, total)``, if given, is called after each chunk
+        of users written (a killed process leaves the store as before: the test uses it)."""
+        if relation not in RELATIONS:
+            raise ValueError(f"relation: expected one of {sorted(RELATIONS)}, got {relation!r}")
+        users = np.ascontiguousarray(users, dtype=np.int64)
+        rids_s = np.ascontiguousarray(rids, dtype=np.uint64).view(np.int64)  # SQLite integers are signed
+        n = users.shape[0]
+        if rids_s.shape[0] != n:
+            raise ValueError("rids: expected one report id per user")
+        c = self._con
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            ds = self._id("datasets", "name", dataset)
+            row = c.execute("SELECT id FROM settings WHERE params_digest=?", (params_digest,)).fetchone()
+            setting = row[0] if row is not None else c.execute(
+                "INSERT INTO settings(mechanism, params_digest, params) VALUES(?, ?, ?)",
+                (mechanism, params_digest, json.dumps(params, sort_keys=True, default=str))).lastrowid
+            rel_id = c.execute(
+                "INSERT INTO releases(time, dataset, setting, relation, eps, delta) VALUES(?, ?, ?, ?, ?, ?)",
+                (time.time(), ds, setting, relation, float(eps), float(delta))).lastrowid
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS stage(user INTEGER PRIMARY KEY, rid INTEGER NOT NULL)")
+            c.execute("DELETE FROM stage")
+            for a in range(0, n, _CHUNK):
+                c.executemany("INSERT INTO stage VALUES(?, ?)",
+                              zip(users[a:a + _CHUNK].tolist(), rids_s[a:a + _CHUNK].tolist()))
+            known = np.fromiter((u for (u,) in c.execute(
+                "SELECT s.user FROM stage s JOIN reports r ON r.dataset=? AND r.user=s.user AND r.rid=s.rid",
+                (ds,))), dtype=np.int64)
+            new = ~np.isin(users, known)
+            withheld = np.zeros(n, dtype=bool)
+            cap = self.budget.get(relation)
+            if cap is not None and new.any():
+                tot_u, tot_e = [], []
+                for u, e in c.execute("SELECT t.user, t.eps FROM totals t JOIN stage s ON t.user=s.user "
+                                      "WHERE t.dataset=? AND t.relation=?", (ds, relation)):
+                    tot_u.append(u)
+                    tot_e.append(e)
+                total = np.zeros(n)
+                if tot_u:
+                    order = np.argsort(users)
+                    pos = order[np.searchsorted(users, np.asarray(tot_u, dtype=np.int64), sorter=order)]
+                    total[pos] = tot_e
+                # a relative tolerance, so that k reports of eps/k are not refused by rounding
+                withheld = new & (total + eps > cap * (1 + 1e-12))
+            charge = new & ~withheld
+            idx = np.nonzero(charge)[0]
+            done = 0
+            for a in range(0, idx.size, _CHUNK):
+                part = idx[a:a + _CHUNK]
+                u, r = users[part].tolist(), rids_s[part].tolist()
+                c.executemany("INSERT INTO reports VALUES(?, ?, ?, ?)", ((ds, ui, ri, rel_id) for ui, ri in zip(u, r)))
+                c.executemany("INSERT INTO totals VALUES(?, ?, ?, ?, ?, 1) ON CONFLICT(dataset, relation, user) "
+                              "DO UPDATE SET eps = eps + excluded.eps, delta = delta + excluded.delta, "
+                              "reports = reports + 1",
+                              ((ds, ui, relation, float(eps), float(delta)) for ui in u))
+                done += part.size
+                if progress is not None:
+                    progress(done, idx.size)
+            reused = int(n - new.sum())
+            c.execute("UPDATE releases SET users=?, new=?, reused=?, withheld=? WHERE id=?",
+                      (n, int(charge.sum()), reused, int(withheld.sum()), rel_id))
+            c.execute("DELETE FROM stage")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return ReleaseResult(new=charge, withheld=withheld, reused=reused, release_id=rel_id,
+                             counts={"users": n, "new": int(charge.sum()), "reused": reused,
+                                     "withheld": int(withheld.sum())})
+
+    # --- queries -------------------------------------------------------------------------------
+    def epsilon(self, user: int, *, dataset: str | None = None, relation: str | None = None):
+        """A user's total: ``{relation: eps}`` (every relation the user has reports in), or one
+        float with ``relation=``.  ``dataset=None`` sums over every dataset of the store only if
+        the user appears in one; name it otherwise."""
+        if relation is not None and relation not in RELATIONS:
+            raise ValueError(f"relation: expected one of {sorted(RELATIONS)}, got {relation!r}")
+        q = ("SELECT d.name, t.relation, t.eps FROM totals t JOIN datasets d ON d.id=t.dataset "
+             "WHERE t.user=?")
+        rows = [r for r in self._con.execute(q, (int(user),)) if dataset is None or r[0] == dataset]
+        names = {r[0] for r in rows}
+        if dataset is None and len(names) > 1:
+            raise ValueError(f"dataset: user {user} has reports in several datasets {sorted(names)}; name one")
+        out = {rel: e for _, rel, e in rows}
+        return out.get(relation, 0.0) if relation is not None else out
+
+    def totals(self, relation: str, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(users, eps)`` arrays of every user's total for one relation."""
+        q = "SELECT t.user, t.eps FROM totals t JOIN datasets d ON d.id=t.dataset WHERE t.relation=?"
+        args: tuple = (relation,)
+        if dataset is not None:
+            q += " AND d.name=?"
+            args += (dataset,)
+        rows = self._con.execute(q, args).fetchall()
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0)
+        a = np.asarray(rows)
+        return a[:, 0].astype(np.int64), a[:, 1].astype(np.float64)
+
+    def summary(self, dataset: str | None = None) -> dict:
+        """Per relation: users, max, median, p90, p99 and mean of the users' totals, and the
+        number of releases.  ``str(store.summary())`` is not the readable form: use
+        :meth:`describe`."""
+        out = {}
+        for rel in RELATIONS:
+            _, e = self.totals(rel, dataset)
+            if e.size == 0:
+                continue
+            out[rel] = {"users": int(e.size), "max": float(e.max()), "median": float(np.median(e)),
+                        "p90": float(np.quantile(e, 0.9)), "p99": float(np.quantile(e, 0.99)),
+                        "mean": float(e.mean())}
+        return out
+
+    def describe(self, dataset: str | None = None) -> str:
+        """The summary in a few lines, one per relation."""
+        s = self.summary(dataset)
+        n_rel = self._con.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+        lines = [f"report store {self.path.name}: {n_rel} releases"
+                 + (f", budget {self.budget}" if self.budget else "")]
+        for rel, v in s.items():
+            lines.append(f"  {rel:8s} ({RELATIONS[rel]}): {v['users']} users, eps max {v['max']:.4g}, "
+                         f"median {v['median']:.4g}, p99 {v['p99']:.4g}")
+        if len(lines) == 1:
+            lines.append("  (no reports yet)")
+        return "\n".join(lines)
+
+    def releases(self) -> list[dict]:
+        """Every release recorded, oldest first (time, dataset, mechanism, relation, eps, counts)."""
+        q = ("SELECT r.id, r.time, d.name, s.mechanism, s.params, r.relation, r.eps, r.delta, r.users, r.new, "
+             "r.reused, r.withheld FROM releases r JOIN datasets d ON d.id=r.dataset JOIN settings s ON "
+             "s.id=r.setting ORDER BY r.id")
+        keys = ("id", "time", "dataset", "mechanism", "params", "relation", "eps", "delta", "users", "new",
+                "reused", "withheld")
+        out = []
+        for row in self._con.execute(q):
+            d = dict(zip(keys, row))
+            d["params"] = json.loads(d["params"])
+            out.append(d)
+        return out
