@@ -34,6 +34,7 @@ void register_reconstruct(py::module_& m);
 void register_sampling(py::module_& m);
 void register_fingerprint(py::module_& m);
 void register_userkey(py::module_& m);
+void register_edges_keyed(py::module_& m);
 
 }  // namespace ldp
 
@@ -51,4 +52,5 @@ PYBIND11_MODULE(_C, m) {
     ldp::register_sampling(m);
     ldp::register_fingerprint(m);
     ldp::register_userkey(m);
+    ldp::register_edges_keyed(m);
 }

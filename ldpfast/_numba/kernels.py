@@ -16,6 +16,7 @@ from .edges import (  # noqa: F401
     locallap_zero,
     locallap_zero_sample,
 )
+from .edges_keyed import keyed_dlap, keyed_rr  # noqa: F401
 from .features import (  # noqa: F401
     check_categorical,
     check_range,
@@ -41,7 +42,6 @@ from .rng_kernels import (  # noqa: F401
     philox_blocks,
 )
 from .sampling import heter_central, heter_edges, heter_infer_nodes, heter_nodes  # noqa: F401
-from .userkey import report_keys, row_digests, set_digests  # noqa: F401
 from .synthetic import (  # noqa: F401
     synth_edge_count,
     synth_edge_fill,
@@ -52,6 +52,7 @@ from .synthetic import (  # noqa: F401
     synth_symmetrize,
     synth_trim,
 )
+from .userkey import report_keys, row_digests, set_digests  # noqa: F401
 
 
 def get_num_threads() -> int:

@@ -1,8 +1,9 @@
 """Privacy accounting: what every randomiser spent, and how budgets compose.
 
 Every mechanism returns (or records on the PyG ``Data``) a :class:`Spent` entry; a
-:class:`Ledger` sums them by basic sequential composition, which is what the papers use
-(RGNN Theorem 1 + label budget, LPGNN Corollary 3.7, DPRR eps1 + eps2).
+:class:`Ledger` sums them by basic sequential composition within each neighbouring relation,
+which is what the papers use (RGNN Theorem 1 + label budget, LPGNN Corollary 3.7, DPRR eps1 +
+eps2); node-level LDP of attributes, edge LDP and node-level central DP are kept apart.
 
 :mod:`.ldp` holds the closed forms of the local randomisers (GRR probabilities and the
 integer thresholds the kernels use, GRR-FS budgets, LPGNN's optimal ``m``).  Note: RGNN
@@ -11,7 +12,8 @@ the LDP definition; the exact guarantee is ``m * eps_x`` (:func:`grr_fs_epsilon_
 which is what :func:`ldpfast.mechanisms.grr_fs` records by default.
 
 Layout (like Opacus): :mod:`.budget` (the ledger), :mod:`.ldp` (the LDP guarantees),
-:mod:`.report_once` (one report per user), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
+:mod:`.report_once` (a graph's identity), :mod:`.users` (every report keyed to its user),
+:mod:`.store` (:class:`ReportStore`: the per-user ledger across releases), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
 and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer) and
 :mod:`.audit` (the empirical privacy audit).  ``dpsgd`` and ``audit`` are imported on first
 attribute access (they need torch and the HeterPoisson method).
@@ -44,6 +46,7 @@ from .ldp import (  # noqa: F401
     onebit_threshold_epsilon,
     optimal_m,
 )
+from .store import RELATIONS, ReleaseResult, ReportStore  # noqa: F401
 
 _LAZY = ("audit", "dpsgd", "accountant")  # accountant: the deprecated path (issue 12)
 

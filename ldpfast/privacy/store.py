@@ -139,22 +139,8 @@ class ReportStore:
         c = self._con
         c.execute("BEGIN IMMEDIATE")
         try:
-            c.executescript("""
-                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-                CREATE TABLE IF NOT EXISTS datasets(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-                CREATE TABLE IF NOT EXISTS settings(id INTEGER PRIMARY KEY, mechanism TEXT NOT NULL,
-                    params_digest TEXT UNIQUE NOT NULL, params TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS releases(id INTEGER PRIMARY KEY, time REAL NOT NULL,
-                    dataset INTEGER NOT NULL, setting INTEGER NOT NULL, relation TEXT NOT NULL,
-                    eps REAL NOT NULL, delta REAL NOT NULL, users INTEGER, new INTEGER, reused INTEGER,
-                    withheld INTEGER);
-                CREATE TABLE IF NOT EXISTS reports(dataset INTEGER NOT NULL, user INTEGER NOT NULL,
-                    rid INTEGER NOT NULL, release INTEGER NOT NULL,
-                    PRIMARY KEY(dataset, user, rid)) WITHOUT ROWID;
-                CREATE TABLE IF NOT EXISTS totals(dataset INTEGER NOT NULL, user INTEGER NOT NULL,
-                    relation TEXT NOT NULL, eps REAL NOT NULL, delta REAL NOT NULL, reports INTEGER NOT NULL,
-                    PRIMARY KEY(dataset, relation, user)) WITHOUT ROWID;
-            """.replace("\n                ", "\n"))
+            for stmt in ["\n                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)", "\n                CREATE TABLE IF NOT EXISTS datasets(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)", "\n                CREATE TABLE IF NOT EXISTS settings(id INTEGER PRIMARY KEY, mechanism TEXT NOT NULL,\n                    params_digest TEXT UNIQUE NOT NULL, params TEXT NOT NULL)", "\n                CREATE TABLE IF NOT EXISTS releases(id INTEGER PRIMARY KEY, time REAL NOT NULL,\n                    dataset INTEGER NOT NULL, setting INTEGER NOT NULL, relation TEXT NOT NULL,\n                    eps REAL NOT NULL, delta REAL NOT NULL, users INTEGER, new INTEGER, reused INTEGER,\n                    withheld INTEGER)", "\n                CREATE TABLE IF NOT EXISTS reports(dataset INTEGER NOT NULL, user INTEGER NOT NULL,\n                    rid INTEGER NOT NULL, release INTEGER NOT NULL,\n                    PRIMARY KEY(dataset, user, rid)) WITHOUT ROWID", "\n                CREATE TABLE IF NOT EXISTS totals(dataset INTEGER NOT NULL, user INTEGER NOT NULL,\n                    relation TEXT NOT NULL, eps REAL NOT NULL, delta REAL NOT NULL, reports INTEGER NOT NULL,\n                    PRIMARY KEY(dataset, relation, user)) WITHOUT ROWID\n            "]:  # (executescript would commit first: the schema is one transaction)
+                c.execute(stmt)
             row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
                 c.execute("INSERT INTO meta VALUES('schema', ?)", (_SCHEMA_VERSION,))

@@ -147,8 +147,10 @@ def user_keys_of(data, user_key: str | None, n: int, device, row_offset: int = 0
     if user_key is None:
         return torch.arange(row_offset, row_offset + n, dtype=torch.int64, device=device)
     v = getattr(data, user_key, None)
+    if v is None:
+        raise ValueError(f"user_key: the Data has no attribute {user_key!r} (one int64 key per node)")
     if not isinstance(v, torch.Tensor):
-        raise ValueError(f"user_key: the Data has no tensor attribute {user_key!r} (one int64 key per node)")
+        raise TypeError(f"user_key: data.{user_key} must be a tensor of int64 keys, got {type(v).__name__}")
     return _checked_keys(v, n, device, f"data.{user_key}")
 
 

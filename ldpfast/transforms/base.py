@@ -1,16 +1,23 @@
-"""Base of the randomising transforms: one LDP report per input, recorded in the ledger.
+"""Base of the randomising transforms: one LDP report per user, recorded in the ledgers.
 
-:class:`ReportOnce` derives each input's randomness from the transform's secret seed and the
-input's identity (:mod:`ldpfast.privacy.report_once`); :func:`_record` appends a transform's
-:class:`~ldpfast.privacy.Spent` to ``data.ldp_ledger``.  Shared by :mod:`.features`,
-:mod:`.labels` and :mod:`.edges`.
+:class:`ReportOnce` keys every report to its user (:mod:`ldpfast.privacy.users`), records the
+transform's :class:`~ldpfast.privacy.Spent` in ``data.ldp_ledger`` and, with ``store=``, in a
+per-user :class:`~ldpfast.privacy.ReportStore` that outlives the ``Data``.  Shared by
+:mod:`.features`, :mod:`.labels` and :mod:`.edges`.
 """
 from __future__ import annotations
 
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import torch
 from torch_geometric.transforms import BaseTransform
 
 from ..privacy.budget import Ledger, Spent
-from ..privacy.report_once import check_identity, input_seed, whole_graph
+from ..privacy.report_once import _identity_bytes, check_identity, fingerprint_key, whole_graph
+from ..privacy.store import ReportStore
+from ..privacy.users import DEFAULT_DOMAIN, Keying, check_domain, check_user_key, user_keys_of
 from ..rng import resolve_seed
 
 __all__ = ["ReportOnce"]
@@ -21,36 +28,94 @@ def _record(data, spent: Spent) -> None:
 
 
 class ReportOnce(BaseTransform):
-    """Base of the randomising transforms: one LDP report per input.
+    """Base of the randomising transforms: one LDP report per user.
 
-    The transform keeps a secret seed (the ``seed`` argument, or 64 bits drawn from the OS
-    once, when the transform is made) and derives each input's randomness from it and a
-    stable identity of the input (:mod:`ldpfast.privacy.report_once`).  Applying the same
-    transform again to the same raw input gives the same report, so it is safe as a
-    ``transform=`` that runs on every ``dataset[i]``; two different graphs get independent
-    randomness.  ``pre_transform=`` (randomise once, store the result) is still the
-    recommended use.  The seed is never written to the ledger or the ``repr``.
+    Every report is keyed to its user: a function of the transform's secret, ``dataset``, the
+    user's key, the mechanism, every parameter of its output law and the user's own input,
+    of nothing else (:mod:`ldpfast.privacy.users`).  Applying the transform again to an
+    unchanged user returns the identical report.
 
     Parameters (shared by every subclass)
     -------------------------------------
     seed : int, optional
         The secret seed in ``[0, 2**64)``; ``None`` draws one from the OS now.  Keep it to
-        reproduce a run; never publish it (it rebuilds the noise).
+        re-release (an unchanged user gets the same report only under the same secret);
+        never publish it (it rebuilds the noise).  It is never written to a ledger, a store,
+        the ``repr`` or a file.
+    user_key : str, optional
+        Name of a node attribute holding each user's int64 key (e.g. ``"user_id"``: distinct,
+        in ``[0, 2^63)``).  With it a user keeps their report when other users join, leave or
+        are reordered, and releases can be accounted per user across ``Data`` objects
+        (``store=``).  Without it the rows are the users *of this graph only*: the report
+        depends on the graph's identity (``identity``), so a changed graph is a fresh report
+        for every node (a warning says so when one transform sees a second graph).
+    dataset : str
+        The dataset's name, a domain separator: two datasets under one secret never share
+        bits (default ``"default"``).
+    store : ReportStore, optional
+        Per-user ledger across releases (needs ``user_key``).  Unchanged users cost nothing;
+        with the store's ``budget`` a user who would pass it is withheld from the output
+        (marked, e.g. ``data.x_withheld``, and counted in the ledger entry).
     identity : str
-        ``"content"`` (default): a fingerprint of the input's content.  Or the name of a
-        ``Data`` attribute that identifies the input (e.g. ``"graph_id"``) when different
-        users' graphs may have identical content.
+        Without ``user_key``: ``"content"`` (default, a keyed fingerprint of the graph) or the
+        name of a ``Data`` attribute that identifies the graph (e.g. ``"graph_id"``).
     """
 
-    # Not parameters: the output of the last call (the edge transforms' ``last_result``),
-    # left out of GraphDataset's cache key so that applying a transform does not change it.
-    _cache_ignore: tuple[str, ...] = ("last_result",)
+    _cache_ignore = ("last_result",)  # GraphDataset's cache key: outputs are not parameters
 
-    def _init_report_once(self, seed, identity) -> None:
+    def _init_report_once(self, seed, identity, user_key=None, dataset=DEFAULT_DOMAIN, store=None) -> None:
         self._seed = resolve_seed(seed)
         self.identity = check_identity(identity)
+        self.user_key = check_user_key(user_key)
+        self.dataset = check_domain(dataset)
+        if store is not None and not isinstance(store, ReportStore):
+            raise TypeError(f"store: expected an ldpfast.privacy.ReportStore, got {type(store).__name__}")
+        if store is not None and user_key is None:
+            raise ValueError("store: a report store accounts per user across releases, so it needs user_key= "
+                             "(the name of the node attribute holding each user's key, e.g. 'user_id')")
+        self.store = store
+        self._graphs_seen: set[bytes] = set()
 
-    def _input_seed(self, data) -> int:
+    def _keying(self, data, n: int, device) -> Keying:
+        """The Keying of one application to ``data`` (``n`` users on ``device``)."""
         whole_graph(data, type(self).__name__)
-        return input_seed(self._seed, type(self).__name__, data, self.identity,
-                          getattr(self, "backend", None))
+        if self.user_key is not None:
+            keys = user_keys_of(data, self.user_key, n, device)
+            return Keying(self._seed, domain=self.dataset, user_keys=keys, ids=self.store is not None)
+        ident = _identity_bytes(data, self.identity, fingerprint_key(self._seed), getattr(self, "backend", None))
+        self._note_graph(ident)
+        return Keying(self._seed, domain=self.dataset, graph=b"rows-of:" + ident)
+
+    def _note_graph(self, ident: bytes) -> None:
+        """Warn once when one transform without user keys randomises a second, different graph."""
+        seen = self._graphs_seen
+        if ident in seen or not seen:
+            seen.add(ident)
+            return
+        if len(seen) == 1:
+            warnings.warn(
+                f"{type(self).__name__} has now randomised a second, different graph without user keys. Without "
+                "user_key= the rows are the users of one graph only: every node of the new graph gets a fresh "
+                "report, so a user present in both (a graph re-released as it grows, next week's snapshot) is "
+                "reported twice and no ledger sees both. If these graphs share users, pass user_key='user_id' "
+                "(and store=ReportStore(...) to account releases per user). If they are different users' graphs "
+                "(a graph-classification dataset), this is expected.", UserWarning, stacklevel=3)
+        seen.add(ident)
+
+    def _release(self, keying: Keying, spent: Spent, reported=None) -> tuple[np.ndarray | None, Spent]:
+        """Account one release with the store, if any: record each reported user's report
+        (``reported``: bool mask of the users that report; default all).  Returns the withheld
+        users (a bool array, or None with no store), which the caller removes from the output,
+        and ``spent`` with the store's counts, which the caller records in the ledger."""
+        if self.store is None:
+            return None, spent
+        ctx, keys, ids = keying.last
+        users = keys.cpu().numpy()
+        sel = np.ones(users.shape[0], bool) if reported is None else (
+            reported.cpu().numpy() if isinstance(reported, torch.Tensor) else np.asarray(reported)).astype(bool)
+        res = self.store.release(dataset=self.dataset, mechanism=ctx.mechanism, params_digest=ctx.params_digest,
+                                 params=ctx.params, relation=spent.relation, eps=spent.eps, delta=spent.delta,
+                                 users=users[sel], rids=ids[sel])
+        withheld = np.zeros(users.shape[0], bool)
+        withheld[sel] = res.withheld
+        return withheld, replace(spent, params={**spent.params, "store": {**res.counts, "path": str(self.store.path)}})

@@ -22,10 +22,13 @@ transform as ``last_result``.  When the DPRR or RREdges sampler writes the outpu
 ``edge_index`` itself (``symmetrize="none"``), ``last_result.noisy.col`` is that
 ``edge_index``'s first row (int64, a view: the columns are written once).
 
-Like the feature and label transforms (:class:`ldpfast.transforms.ReportOnce`), each derives
-the randomness of an input from its secret seed and the input's identity: re-applying it to
-the same graph returns the same noisy graph, and two graphs never share degree noise or
-edge draws.
+Like the feature and label transforms (:class:`ldpfast.transforms.ReportOnce`), each keys its
+randomness to the users: with ``user_key``, every bit ``(i, j)`` by the two users' keys (DPRR and
+RREdges: a user keeps the bits of their report when others join, leave or are reordered; a
+``store=`` accounts each release per user, withheld users reporting an empty list marked in
+``edge_withheld``); without it, by the graph's identity and every parameter (one release:
+re-applying it to the same graph returns the same noisy graph, and two graphs or two settings
+never share degree noise or edge draws).
 
 CUDA graphs (an ``edge_index`` or stored ``csr`` on the GPU) stay on the device: the input
 seed comes from the keyed fingerprint computed by the CUDA kernel, and the CSR is built,
@@ -38,14 +41,17 @@ from __future__ import annotations
 import copy
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 
 from .. import _backend
-from .._checks import check_eps
+from .._checks import check_eps, check_int, check_prob
 from ..graph import CSR, _is_sparse_tensor_like
 from ..mechanisms import edges as _edges
+from ..mechanisms.edges.server import _check_rule
 from ..privacy.budget import Ledger
 from ..privacy.report_once import IDENTITY_DEFAULT, whole_graph
+from ..privacy.users import DEFAULT_DOMAIN
 from .base import ReportOnce
 
 __all__ = ["DPRR", "LocalLap", "RREdges"]
@@ -60,29 +66,58 @@ def _public_of(data, public):
 
 
 def _prepare(transform, data):
-    """``(input seed, checked CSR)`` of ``data``.
+    """``(Keying, checked CSR)`` of ``data``.
 
-    The seed needs the input's keyed fingerprint and the kernels need the seed, but building
-    and checking the CSR does not: on the CPU the hash runs on a second thread meanwhile (the
-    fingerprint and CSR kernels release the GIL).  Neither reads what the other writes (the
-    CSR cache goes to ``data.__dict__["_ldpfast_csr"]``, which the fingerprint skips).  On
-    CUDA both run in turn on the caller's stream (``mechanisms.edges._graph_csr``'s CUDA
-    kernels).
+    Without user keys the Keying needs the input's keyed fingerprint, but building and checking
+    the CSR does not: on the CPU the hash runs on a second thread meanwhile (the fingerprint and
+    CSR kernels release the GIL).  Neither reads what the other writes (the CSR cache goes to
+    ``data.__dict__["_ldpfast_csr"]``, which the fingerprint skips).  On CUDA both run in turn
+    on the caller's stream (``mechanisms.edges._graph_csr``'s CUDA kernels).
     """
     whole_graph(data, type(transform).__name__)  # refuse sub-graphs before any work
     _refuse_other_graphs(data, type(transform).__name__)
+    n = data.num_nodes
+    dev = _graph_tensors(data)[0].device if _graph_tensors(data) else torch.device("cpu")
     if _on_device(data):
         # CUDA: no second thread (torch's current stream is per thread, and the fingerprint
         # kernel must run on the caller's stream); the GPU overlaps the work anyway.
-        seed = transform._input_seed(data)
-        return seed, _edges._graph_csr(data, transform.backend)
+        keying = transform._keying(data, n, dev)
+        return keying, _edges._graph_csr(data, transform.backend)
     with ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(transform._input_seed, data)
+        fut = pool.submit(transform._keying, data, n, dev)
         try:
             csr = _edges._graph_csr(data, transform.backend)
         finally:
-            seed = fut.result()  # its errors (e.g. a missing identity attribute) come first, as before
-    return seed, csr
+            keying = fut.result()  # its errors (e.g. a missing identity attribute) come first, as before
+    return keying, csr
+
+
+def _run(transform, data, mechanism, *args, **kwargs):
+    """Apply one edge mechanism: key it, account it (store: withheld users report an empty list,
+    marked in ``data.edge_withheld``) and build the output Data."""
+    keying, csr = _prepare(transform, data)
+    res = mechanism(csr, check_eps("eps", transform.eps), keying, *args, **kwargs)
+    pub = _public_of(data, getattr(transform, "public", None))
+    reported = None
+    if pub is not None:
+        pm = (pub.cpu().numpy() if isinstance(pub, torch.Tensor) else np.asarray(pub)).astype(bool)
+        reported = ~pm if pm.size else None
+    withheld, res.spent = transform._release(keying, res.spent, reported=reported)
+    if withheld is not None and withheld.any():
+        res.noisy = _empty_rows(res.noisy, torch.from_numpy(withheld))
+        res.noisy_degrees = res.noisy.degrees()
+        res._edge_index = None
+    transform.last_result = res
+    out = _apply(data, res)
+    if withheld is not None:
+        out.edge_withheld = torch.from_numpy(withheld)
+    return out
+
+
+def _empty_rows(g: CSR, rows: torch.Tensor) -> CSR:
+    """``g`` with the lists of ``rows`` (bool mask) emptied."""
+    keep = ~torch.repeat_interleave(rows.to(g.rowptr.device), g.degrees().to(g.rowptr.device))
+    return _edges._masked_csr(g.rowptr, g.col, keep, g.num_nodes)
 
 
 _GRAPH_KEYS = ("edge_index", "adj_t", "csr")  # the forms of the graph the output replaces
@@ -203,27 +238,34 @@ class DPRR(ReportOnce):
     ----------
     public : bool tensor or str, optional
         Mask of non-private users, or the name of a ``Data`` attribute holding it.
-    seed : int, optional
-        Secret seed (see :class:`ldpfast.transforms.ReportOnce`); never recorded.
-    identity : str
-        How an input is identified (see :class:`ldpfast.transforms.ReportOnce`).
+    n_max : int, optional
+        Public bound on the number of users over every release (eq. 8).  With ``user_key`` it
+        also fixes eq. (6)'s ``n``, so an unchanged user's list is unchanged as the graph grows.
+    seed, user_key, dataset, store, identity
+        Who the users are, the secret and the per-user ledger (see
+        :class:`ldpfast.transforms.ReportOnce`).  With ``user_key`` each bit is addressed by the
+        two users' keys (dense int keys: :mod:`ldpfast.mechanisms.edges._keyed`; CPU only).
     """
 
     def __init__(self, eps: float, seed: int | None = None, eps1: float | None = None, public=None,
                  n_max: int | None = None, alpha: float = 0.9, symmetrize: str = _edges.DEFAULT_SYMMETRIZE,
-                 backend: str | None = None, *, identity: str = IDENTITY_DEFAULT):
+                 backend: str | None = None, *, user_key: str | None = None, dataset: str = DEFAULT_DOMAIN,
+                 store=None, identity: str = IDENTITY_DEFAULT):
+        check_eps("eps", eps)
+        if eps1 is not None:
+            check_eps("eps1", eps1)
+        if n_max is not None:
+            check_int("n_max", n_max, lo=2)
+        check_prob("alpha", alpha, open_low=True, open_high=True)
+        _check_rule(symmetrize)
         self.eps, self.eps1, self.public = eps, eps1, public
         self.n_max, self.alpha, self.symmetrize, self.backend = n_max, alpha, symmetrize, backend
         self.last_result = None
-        self._init_report_once(seed, identity)
+        self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
-        eps = check_eps("eps", self.eps)
-        seed, csr = _prepare(self, data)
-        res = _edges._dprr(csr, eps, seed, self.eps1, _public_of(data, self.public), self.n_max, self.alpha,
-                           self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
-        self.last_result = res
-        return _apply(data, res)
+        return _run(self, data, _edges._dprr, self.eps1, _public_of(data, self.public), self.n_max, self.alpha,
+                    self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"DPRR(eps={self.eps}, eps1={self.eps1}, symmetrize={self.symmetrize!r})"
@@ -238,19 +280,19 @@ class RREdges(ReportOnce):
 
     def __init__(self, eps: float, seed: int | None = None, max_output_edges: int = 50_000_000, public=None,
                  symmetrize: str = _edges.DEFAULT_SYMMETRIZE, backend: str | None = None, *,
+                 user_key: str | None = None, dataset: str = DEFAULT_DOMAIN, store=None,
                  identity: str = IDENTITY_DEFAULT):
+        check_eps("eps", eps)
+        check_int("max_output_edges", max_output_edges, lo=0)
+        _check_rule(symmetrize)
         self.eps, self.max_output_edges, self.public = eps, max_output_edges, public
         self.symmetrize, self.backend = symmetrize, backend
         self.last_result = None
-        self._init_report_once(seed, identity)
+        self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
-        eps = check_eps("eps", self.eps)
-        seed, csr = _prepare(self, data)
-        res = _edges._rr_edges(csr, eps, seed, self.max_output_edges, _public_of(data, self.public),
-                               self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
-        self.last_result = res
-        return _apply(data, res)
+        return _run(self, data, _edges._rr_edges, self.max_output_edges, _public_of(data, self.public),
+                    self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"RREdges(eps={self.eps}, symmetrize={self.symmetrize!r})"
@@ -263,17 +305,14 @@ class LocalLap(ReportOnce):
     """
 
     def __init__(self, eps: float, seed: int | None = None, backend: str | None = None, *,
-                 identity: str = IDENTITY_DEFAULT):
+                 dataset: str = DEFAULT_DOMAIN, identity: str = IDENTITY_DEFAULT):
+        check_eps("eps", eps)
         self.eps, self.backend = eps, backend
         self.last_result = None
-        self._init_report_once(seed, identity)
+        self._init_report_once(seed, identity, None, dataset, None)  # no user-keyed path yet
 
     def forward(self, data):
-        eps = check_eps("eps", self.eps)
-        seed, csr = _prepare(self, data)
-        res = _edges._local_laplace(csr, eps, seed, self.backend, edge_index=_wants_edge_index(data))
-        self.last_result = res
-        return _apply(data, res)
+        return _run(self, data, _edges._local_laplace, self.backend, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"LocalLap(eps={self.eps})"

@@ -13,9 +13,10 @@ import math
 import torch
 from torch_geometric.transforms import BaseTransform
 
-from .._checks import check_int, check_tensor
+from .._checks import check_eps, check_int, check_real, check_tensor
 from ..mechanisms.features import grr_fs, multibit_encode, multibit_rectify, onebit
 from ..privacy.report_once import IDENTITY_DEFAULT
+from ..privacy.users import DEFAULT_DOMAIN
 from .base import ReportOnce, _record
 
 __all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "MultiBit", "OneBit",
@@ -23,6 +24,19 @@ __all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "Mu
 
 #: Binary features grouped into one categorical feature by RGNN (section V-A1).
 RGNN_GROUP_SIZES = {"citeseer": 70, "cora": 25, "dblp": 50, "facebook": 100}
+
+
+def _withhold(data, out, withheld, name: str):
+    """Zero the rows of users a store's budget withheld (their reports are not released) and
+    mark them in ``data.<name>_withheld``; no-op without a store."""
+    if withheld is None:
+        return out
+    mask = torch.from_numpy(withheld).to(out.device)
+    setattr(data, f"{name}_withheld", mask)
+    if bool(withheld.any()):
+        out = out.clone()
+        out[mask] = 0
+    return out
 
 
 def _features(data):
@@ -44,25 +58,35 @@ class GRRFS(ReportOnce):
     domain : int or 1-D tensor
         Public domain size(s) of the features (default 2: binary, as after
         :class:`GroupBinaryFeatures`).
-    seed : int, optional
-        Secret seed (see :class:`ReportOnce`); never recorded.
-    identity : str
-        How an input is identified (see :class:`ReportOnce`).
+    seed, user_key, dataset, store, identity
+        Who the users are, the secret and the per-user ledger (see :class:`ReportOnce`).
     accounting : {"exact", "rgnn_theorem1"}
         What the ledger records (default the exact guarantee ``m * eps_x``; see
         :func:`ldpfast.mechanisms.grr_fs`).
     backend : str, optional
 
     Float features holding integers (PyG stores 0/1 as float32) are accepted; the output
-    keeps the input dtype.  Privacy: ``m * eps_x``-LDP per node (exact).
+    keeps the input dtype.  Users withheld by a store's budget report all zeros, marked in
+    ``data.x_withheld``.  Privacy: ``m * eps_x``-LDP per node (exact).
     """
 
     def __init__(self, eps_x: float, m: int, domain=2, seed: int | None = None,
                  accounting: str = "exact", backend: str | None = None, *,
+                 user_key: str | None = None, dataset: str = DEFAULT_DOMAIN, store=None,
                  identity: str = IDENTITY_DEFAULT):
+        from ..mechanisms.features import ACCOUNTING, _as_domain
+
+        if accounting not in ACCOUNTING:
+            raise ValueError(f"accounting: expected one of {ACCOUNTING}, got {accounting!r}")
+        check_eps("eps_x", eps_x)
+        check_int("m", m, 1)
+        if not isinstance(domain, int) or isinstance(domain, bool):  # per-column sizes: checked against d later
+            _as_domain("domain", domain, len(domain) if hasattr(domain, "__len__") else 1)
+        else:
+            check_int("domain", domain, 1, 1 << 31)
         self.eps_x, self.m, self.domain = eps_x, m, domain
         self.accounting, self.backend = accounting, backend
-        self._init_report_once(seed, identity)
+        self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
         x = _features(data)
@@ -74,9 +98,11 @@ class GRRFS(ReportOnce):
                 raise ValueError("data.x: GRR-FS needs categorical features; float features "
                                  "must hold integers (discretise them first, see Discretize)")
             xi = x.to(torch.int64)
-        out, spent = grr_fs(xi, self.domain, self.eps_x, self.m, self._input_seed(data),
-                            accounting=self.accounting, backend=self.backend)
-        data.x = out.to(x.dtype)
+        keying = self._keying(data, x.shape[0], x.device)
+        out, spent = grr_fs(xi, self.domain, self.eps_x, self.m, accounting=self.accounting,
+                            backend=self.backend, _keying=keying)
+        withheld, spent = self._release(keying, spent)
+        data.x = _withhold(data, out, withheld, "x").to(x.dtype)
         _record(data, spent)
         return data
 
@@ -98,12 +124,12 @@ class MultiBit(ReportOnce):
     rectify : bool
         True (default): ``data.x`` becomes the unbiased float estimate ``x'`` (eq. 4), what
         the LPGNN server trains on; False: the int8 encoding ``x*`` in {-1, 0, 1}.
-    seed : int, optional
-        Secret seed (see :class:`ReportOnce`); never recorded.
+    seed, user_key, dataset, store, identity
+        Who the users are, the secret and the per-user ledger (see :class:`ReportOnce`).
     backend : str, optional
-    identity : str
-        How an input is identified (see :class:`ReportOnce`).
 
+    Users withheld by a store's budget report no dimension (encoding all 0, so the rectified
+    features are ``(alpha + beta) / 2``), marked in ``data.x_withheld``.
     Privacy: ``eps``-LDP per node (Theorem 3.1).
     """
 
@@ -111,19 +137,30 @@ class MultiBit(ReportOnce):
 
     def __init__(self, eps: float, m: int | None = None, alpha: float = 0.0, beta: float = 1.0,
                  rectify: bool = True, seed: int | None = None, backend: str | None = None, *,
+                 user_key: str | None = None, dataset: str = DEFAULT_DOMAIN, store=None,
                  identity: str = IDENTITY_DEFAULT):
+        from ..mechanisms.features import _check_range_width
+
+        check_eps("eps", eps)
+        if m is not None:
+            check_int("m", m, 1)
+        _check_range_width(check_real("alpha", alpha), check_real("beta", beta))
+        if not isinstance(rectify, bool):
+            raise TypeError(f"rectify: expected a bool, got {type(rectify).__name__}")
         self.eps, self.m, self.alpha, self.beta = eps, m, alpha, beta
         self.rectify, self.backend = rectify, backend
-        self._init_report_once(seed, identity)
+        self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
         x = _features(data)
-        seed = self._input_seed(data)
+        keying = self._keying(data, x.shape[0], x.device)
         if self._one_bit:
-            out, spent = onebit(x, self.eps, self.alpha, self.beta, seed, backend=self.backend)
+            out, spent = onebit(x, self.eps, self.alpha, self.beta, backend=self.backend, _keying=keying)
         else:
-            out, spent = multibit_encode(x, self.eps, self.m, self.alpha, self.beta, seed,
-                                         backend=self.backend)
+            out, spent = multibit_encode(x, self.eps, self.m, self.alpha, self.beta, backend=self.backend,
+                                         _keying=keying)
+        withheld, spent = self._release(keying, spent)
+        out = _withhold(data, out, withheld, "x")
         if self.rectify:
             out = multibit_rectify(out, self.eps, spent.params["m"], self.alpha, self.beta,
                                    dtype=x.dtype)
@@ -144,8 +181,10 @@ class OneBit(MultiBit):
 
     def __init__(self, eps: float, alpha: float = 0.0, beta: float = 1.0, rectify: bool = True,
                  seed: int | None = None, backend: str | None = None, *,
+                 user_key: str | None = None, dataset: str = DEFAULT_DOMAIN, store=None,
                  identity: str = IDENTITY_DEFAULT):
-        super().__init__(eps, None, alpha, beta, rectify, seed, backend, identity=identity)
+        super().__init__(eps, None, alpha, beta, rectify, seed, backend, user_key=user_key, dataset=dataset,
+                         store=store, identity=identity)
 
 
 # --- discretisation ---------------------------------------------------------------------------

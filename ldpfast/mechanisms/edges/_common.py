@@ -6,6 +6,7 @@ See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contra
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -345,6 +346,16 @@ def _public_for(public, n: int, csr: CSR, dev: str):
         raise ValueError(f"public is on {public.device} but graph is on {csr.rowptr.device}; "
                          "put both on one device")
     return _check_public(public, n)
+
+
+def _graph_seed(keying, mechanism: str, params: dict, pub) -> int:
+    """The one seed of a graph whose rows are its users (no user keys): derived from the
+    caller's secret, the dataset, the graph's identity and every parameter of the output law,
+    the public set included (:mod:`ldpfast.privacy.users`), so two settings never share bits.
+    The kernels address draws by (seed, stream, row, col): one release of this graph."""
+    b = b"" if pub is None else (pub.cpu().numpy() if isinstance(pub, torch.Tensor) else np.asarray(pub))
+    pd = hashlib.sha256(np.ascontiguousarray(b, np.uint8).tobytes()).hexdigest() if len(b) else ""
+    return keying.context(mechanism, {**params, "public": pd}).k_a
 
 
 def _grid(name: str, eps: float) -> tuple[float, int, int, float]:

@@ -14,12 +14,15 @@ from ... import _backend
 from ..._checks import check_eps, check_int, check_prob
 from ...graph import CSR
 from ...privacy.budget import Spent
-from ...rng import Stream, resolve_seed
+from ...privacy.users import DEFAULT_DOMAIN, keying_of
+from ...rng import Stream
+from . import _keyed
 from ._common import (
     _GUARANTEE,
     EdgeLDPResult,
     _device,
     _graph_csr,
+    _graph_seed,
     _grid,
     _num_public,
     _public_for,
@@ -68,6 +71,10 @@ def dprr(
     alpha: float = 0.9,
     symmetrize: str = DEFAULT_SYMMETRIZE,
     backend: str | None = None,
+    *,
+    user_keys=None,
+    dataset: str = DEFAULT_DOMAIN,
+    _keying=None,
 ) -> EdgeLDPResult:
     """Degree-Preserving Randomized Response (paper Algorithm 1), for every user at once.
 
@@ -89,8 +96,9 @@ def dprr(
     eps : float
         Total budget per user, ``eps1 + eps2``.
     seed : int, optional
-        64-bit seed; ``None`` draws a fresh one from the OS.  Same seed, same output on
-        every backend and thread count.
+        The caller's 64-bit secret; ``None`` draws a fresh one from the OS.  Same secret, same
+        output on every backend and thread count.  The randomness is derived from it, the
+        ``dataset`` name and every parameter below (two settings never share bits).
     eps1 : float, optional
         Budget of the noisy degree.  Default: paper eq. (8).  ``eps2 = eps - eps1`` always.
     public : bool tensor of shape (n,), optional
@@ -104,6 +112,16 @@ def dprr(
         Server-side rule for :attr:`EdgeLDPResult.edge_index` (see :func:`server_graph`).
     backend : {"cpp", "numba", "cuda"}, optional
         Default: ``"cuda"`` for a CUDA graph, else ``"cpp"`` (see :mod:`ldpfast._backend`).
+    user_keys : 1-D int tensor, optional
+        One distinct, dense key per user (see :mod:`ldpfast.mechanisms.edges._keyed`): every
+        bit ``(i, j)`` is then addressed by user ``i``'s key and user ``j``'s, so a user's report
+        keeps its bits when users join, leave or are reordered.  With user keys, eq. (6) uses
+        ``n_max`` when it is given (so ``q_i`` does not move as the graph grows and an unchanged
+        user's list is unchanged); without ``n_max`` it uses ``n``, and the new ``q_i`` samples the
+        same (memoised) RR bits and noisy degree: post-processing, nothing more is spent.
+        CPU only for now.  Default: rows are the users of this graph only (one release).
+    dataset : str
+        Dataset name (domain separator; default ``"default"``).
 
     Returns
     -------
@@ -120,10 +138,11 @@ def dprr(
     ``(eps1_used + eps2)``-edge LDP.
     """
     eps = check_eps("eps", eps)
-    return _dprr(_graph_csr(graph, backend), eps, seed, eps1, public, n_max, alpha, symmetrize, backend)
+    keying = keying_of(seed, user_keys, dataset, 0, _keying)
+    return _dprr(_graph_csr(graph, backend), eps, keying, eps1, public, n_max, alpha, symmetrize, backend)
 
 
-def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, backend,
+def _dprr(csr: CSR, eps: float, keying, eps1, public, n_max, alpha, symmetrize, backend,
           edge_index: bool = False) -> EdgeLDPResult:
     """:func:`dprr` on a checked CSR (``_graph_csr``) and a checked ``eps``; ``edge_index``:
     also write :attr:`EdgeLDPResult.edge_index` in the sampler's pass (rule ``"none"`` only;
@@ -131,6 +150,7 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
     n = csr.num_nodes
     dev = _device(csr)
     pub = _public_for(public, n, csr, dev)
+    n_max_given = n_max is not None
     if n_max is None:
         n_max = n
     else:
@@ -142,13 +162,19 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
     g, t, s, eps1_used = _grid("eps1", eps1)
     while eps1_used + eps2 > eps:  # floating point: never report more than eps
         eps2 = math.nextafter(eps2, 0.0)
-    seed = resolve_seed(seed)
     backend_name = _backend.resolve(dev, backend)
     k = _backend.get(dev, backend)
     p, pm = _rr_probs(eps2)
     streams = (int(Stream.DPRR_TRUE), 0, int(Stream.DPRR_FALSE), 0)
+    law = {"eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "granularity": g, "dlap_t": t, "dlap_s": s}
+    keyed = keying.user_keys is not None
+    n_q = n_max if keyed and n_max_given else n  # eq. (6)'s n
+    if not keyed:
+        seed = _graph_seed(keying, "dprr", {**law, "n": n, "n_max": n_max, "alpha": alpha}, pub)
 
-    if dev == "cuda":  # everything on the device; the only host read is the output size
+    if keyed:
+        noisy, ei, d_star_t, q_t = _dprr_keyed(csr, keying, law, pub, p, pm, n_q, backend)
+    elif dev == "cuda":  # everything on the device; the only host read is the output size
         rp = csr.rowptr.contiguous()
         noise = torch.empty((n, 1), dtype=torch.int64, device=rp.device)
         k.fill_discrete_laplace(noise, seed, int(Stream.DPRR_DEGREE), 0, t, s)
@@ -186,13 +212,32 @@ def _dprr(csr: CSR, eps: float, seed, eps1, public, n_max, alpha, symmetrize, ba
         params={
             "eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm, "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
             "allocation": allocation, "num_public": _num_public(pub),
-            "symmetrize": symmetrize,
+            "symmetrize": symmetrize, "user_keys": keyed, "n_q": n_q,
         },
     )
     res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=d_star_t, q=q_t, spent=spent,
                         symmetrize=symmetrize, backend=backend_name)
     res._edge_index = ei
     return res
+
+
+def _dprr_keyed(csr: CSR, keying, law: dict, pub, p: float, pm: float, n_q: int, backend):
+    """DPRR keyed to users (:mod:`._keyed`): coins from the user's key, degree noise and report
+    ids from the user's key and neighbour set; q by eq. (6) with ``n_q``."""
+    n = csr.num_nodes
+    keys = keying.keys(n, csr.rowptr.device)
+    pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
+    coins = _keyed.coin_seeds(keying, "dprr", {"eps2": law["eps2"], "levels": _keyed.L_TOP}, keys)
+    deg_seeds = keying.set_seeds("dprr", law, csr.rowptr, csr.col, extra=pubm)
+    noise = _keyed.degree_noise(deg_seeds, law["dlap_t"], law["dlap_s"], backend)
+    d_star = csr.degrees().numpy().astype(np.float64) + law["granularity"] * noise.astype(np.float64)
+    q = _q_of(d_star, n_q, p, pm)
+    noisy = _keyed.keyed_sample(csr, keys, coins, mode=1, st_t=int(Stream.DPRR_TRUE), st_f=int(Stream.DPRR_FALSE),
+                                p_true=p * q, p_false=q, pm=pm, pub=pub, backend=backend, name="dprr")
+    if pubm is not None:
+        d_star[pubm.numpy()] = np.nan
+        q[pubm.numpy()] = np.nan
+    return noisy, None, torch.from_numpy(d_star), torch.from_numpy(q)
 
 
 def _bit_probs(d_star: np.ndarray, n: int, eps2: float):

@@ -15,7 +15,8 @@ from ..._checks import check_eps, check_int
 from ...graph import CSR, INT32_MAX
 from ...graph import transpose as graph_transpose
 from ...privacy.budget import Spent
-from ...rng import Stream, resolve_seed
+from ...privacy.users import DEFAULT_DOMAIN, keying_of
+from ...rng import Stream
 from ._common import (
     _GUARANTEE,
     _I64_MAX,
@@ -23,6 +24,7 @@ from ._common import (
     EdgeLDPResult,
     _device,
     _graph_csr,
+    _graph_seed,
     _grid,
     _masked_csr,
 )
@@ -143,7 +145,8 @@ def _resolve_high(vals: torch.Tensor, n_round0: int, h: int, T: int, seed: int, 
 
 def local_laplace(graph, eps: float, seed: int | None = None, backend: str | None = None,
                   max_dense_entries: int = 200_000_000, _target: float | None = None,
-                  _split_target: float | None = None) -> EdgeLDPResult:
+                  _split_target: float | None = None, *, user_keys=None, dataset: str = DEFAULT_DOMAIN,
+                  _keying=None) -> EdgeLDPResult:
     """LocalLap: the local-model LAPGRAPH baseline of the paper (section V-A).
 
     Each user sends ``d*_i = d_i + Lap(1/eps1)`` and ``a_ij + Lap(1/eps2)`` for ``j > i``
@@ -186,16 +189,21 @@ def local_laplace(graph, eps: float, seed: int | None = None, backend: str | Non
     (``tau = -inf``), needed only when ``T`` is close to ``n(n-1)/2``, visits every entry and
     is refused above ``max_dense_entries``.
 
+    The randomness is derived from ``seed`` (the caller's secret), ``dataset`` and ``eps``:
+    two settings never share bits.  Rows are the users of this graph (one release): LocalLap
+    has no user-keyed path yet, and ``user_keys`` is refused.
+
     Returns
     -------
     EdgeLDPResult
         ``noisy`` is the undirected output graph; ``d_star`` the noisy degrees; ``q`` None.
     """
     eps = check_eps("eps", eps)
-    return _local_laplace(_graph_csr(graph, backend), eps, seed, backend, max_dense_entries, _target, _split_target)
+    keying = keying_of(seed, user_keys, dataset, 0, _keying)
+    return _local_laplace(_graph_csr(graph, backend), eps, keying, backend, max_dense_entries, _target, _split_target)
 
 
-def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_000_000,
+def _local_laplace(csr: CSR, eps: float, keying, backend, max_dense_entries=200_000_000,
                    _target=None, _split_target=None, edge_index: bool = False) -> EdgeLDPResult:
     """:func:`local_laplace` on a checked CSR and ``eps``.  A CUDA graph stays on the device:
     the kernels run there, the candidates and the top-T selection too (``_top_t_mask``); the
@@ -204,7 +212,11 @@ def _local_laplace(csr: CSR, eps: float, seed, backend, max_dense_entries=200_00
     CSR's col is then its int64 second row, a view)."""
     n = csr.num_nodes
     max_dense_entries = check_int("max_dense_entries", max_dense_entries, lo=0)
-    seed = resolve_seed(seed)
+    if keying.user_keys is not None:
+        raise ValueError("user_keys: LocalLap has no user-keyed path yet (its top-T selection couples every "
+                         "user's noisy entries); use dprr or rr_edges with user keys, or randomise one release "
+                         "of this graph without them")
+    seed = _graph_seed(keying, "local_laplace", {"eps": eps, "n": n}, None)
     dev = _device(csr)
     on_dev = dev == "cuda"
     k = _backend.get(dev, backend)

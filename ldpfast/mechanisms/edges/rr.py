@@ -14,12 +14,15 @@ from ... import _backend
 from ..._checks import check_eps, check_int
 from ...graph import CSR
 from ...privacy.budget import Spent
-from ...rng import Stream, resolve_seed
+from ...privacy.users import DEFAULT_DOMAIN, keying_of
+from ...rng import Stream
+from . import _keyed
 from ._common import (
     _GUARANTEE,
     EdgeLDPResult,
     _device,
     _graph_csr,
+    _graph_seed,
     _num_public,
     _public_for,
     _rr_probs,
@@ -56,6 +59,10 @@ def rr_edges(
     public=None,
     symmetrize: str = DEFAULT_SYMMETRIZE,
     backend: str | None = None,
+    *,
+    user_keys=None,
+    dataset: str = DEFAULT_DOMAIN,
+    _keying=None,
 ) -> EdgeLDPResult:
     """Warner's randomized response on every bit of every neighbour list (paper section V-A).
 
@@ -67,7 +74,7 @@ def rr_edges(
 
     Parameters
     ----------
-    graph, seed, public, symmetrize, backend
+    graph, seed, public, symmetrize, backend, user_keys, dataset
         As in :func:`dprr`.
     eps : float
         Budget per user.
@@ -75,10 +82,11 @@ def rr_edges(
         Upper bound on the expected number of directed output entries.
     """
     eps = check_eps("eps", eps)
-    return _rr_edges(_graph_csr(graph, backend), eps, seed, max_output_edges, public, symmetrize, backend)
+    keying = keying_of(seed, user_keys, dataset, 0, _keying)
+    return _rr_edges(_graph_csr(graph, backend), eps, keying, max_output_edges, public, symmetrize, backend)
 
 
-def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, backend,
+def _rr_edges(csr: CSR, eps: float, keying, max_output_edges, public, symmetrize, backend,
               edge_index: bool = False) -> EdgeLDPResult:
     """:func:`rr_edges` on a checked CSR and ``eps`` (``edge_index``: as :func:`_dprr`)."""
     n = csr.num_nodes
@@ -95,10 +103,19 @@ def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, 
             f"columns, ~{expected * 16 / 2**30:.3g} GiB as a PyG edge_index; this exceeds max_output_edges="
             f"{max_output_edges}. RR makes a sparse graph dense (O(n^2) output, paper section IV-F); pass a "
             f"larger max_output_edges to run it anyway, or use dprr().")
-    seed = resolve_seed(seed)
     p, pm = _rr_probs(eps)
     num_public = _num_public(pub)
-    if dev == "cuda":
+    keyed = keying.user_keys is not None
+    if keyed:  # every bit addressed by the two users' keys (._keyed)
+        keys = keying.keys(n, csr.rowptr.device)
+        pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
+        coins = _keyed.coin_seeds(keying, "rr_edges", {"eps": eps}, keys)
+        keying.set_seeds("rr_edges", {"eps": eps}, csr.rowptr, csr.col, extra=pubm)  # the report ids
+        noisy, ei = _keyed.keyed_sample(csr, keys, coins, mode=0, st_t=int(Stream.RR_EDGES),
+                                        st_f=int(Stream.RR_EDGES), p_true=np.full(n, p), p_false=np.full(n, pm),
+                                        pm=pm, pub=pub, backend=backend, name="rr_edges"), None
+    elif dev == "cuda":
+        seed = _graph_seed(keying, "rr_edges", {"eps": eps, "n": n}, pub)
         k = _backend.get(dev, backend)
         rp = csr.rowptr
         full = [torch.full((n,), v, dtype=torch.float64, device=rp.device) for v in (p, pm)]
@@ -106,13 +123,14 @@ def _rr_edges(csr: CSR, eps: float, seed, max_output_edges, public, symmetrize, 
                                int(Stream.RR_EDGES), 1, full[0], full[1], pub)
         noisy, ei = CSR(orp, ocol, n), None
     else:
+        seed = _graph_seed(keying, "rr_edges", {"eps": eps, "n": n}, pub)
         noisy, ei = _rr_sample_ei(csr, np.full(n, p), np.full(n, pm), seed,
                                   streams=(Stream.RR_EDGES, 0, Stream.RR_EDGES, 1), public=pub, by_degree=False,
                                   backend=backend, layout=0 if edge_index and symmetrize == "none" else None)
     spent = Spent(
         mechanism="rr_edges", target="edges", eps=eps, guarantee=_GUARANTEE,
         params={"eps": eps, "p": p, "flip_prob": pm, "n": n, "expected_output": expected,
-                "num_public": num_public, "symmetrize": symmetrize},
+                "num_public": num_public, "symmetrize": symmetrize, "user_keys": keyed},
     )
     res = EdgeLDPResult(noisy=noisy, noisy_degrees=noisy.degrees(), d_star=None, q=None, spent=spent,
                         symmetrize=symmetrize, backend=_backend.resolve(dev, backend))

@@ -1,0 +1,90 @@
+"""Edge LDP keyed to users: Warner RR and DPRR whose every bit (i, j) is addressed by user i's
+coin seed and user j's key (kernels: ``csrc/common/edges_keyed.h``; the privacy argument is
+there).  Used by :func:`~ldpfast.mechanisms.edges.rr_edges` and
+:func:`~ldpfast.mechanisms.edges.dprr` when they are given user keys.
+
+Positions are the user keys themselves: the false-edge fields are skip sampled over
+``[0, max key]``, so keys must be dense enough (e.g. registration numbers ``0..N-1``); the
+work per row is ``O(d_i + p_false * (max key + 1))`` and a ``max key + 1`` table maps a key to
+its row.  A user's report over the users it already covered is unchanged when users join (with
+keys above or below), leave, or rows are reordered; a changed neighbour list redraws only the
+bits that changed (their own coins), plus DPRR's degree noise (keyed to the whole list).
+
+Per release of a mechanism, three derivations (:mod:`ldpfast.privacy.users`):
+
+* coin seeds: (secret, dataset, user key, ``<mechanism>/coins``, RR parameters), no input;
+* DPRR's degree seeds and every report id: (..., ``<mechanism>``, all parameters, public
+  flag, keyed digest of the set of the user's neighbours' keys).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ... import _backend
+from ...graph import CSR
+from ...privacy.users import Keying, report_keys
+
+__all__: list[str] = []
+
+#: Levels of DPRR's nested false-edge fields (csrc/common/edges_keyed.h: L_TOP).
+L_TOP = 48
+
+#: Largest key range a keyed edge mechanism walks (positions are keys: see the module docstring).
+MAX_KEY_SPACE = 1 << 32
+
+
+def _key_table(keys: torch.Tensor, n: int, name: str) -> np.ndarray:
+    """``row_of_key`` (int64, -1 where no user) over ``[0, max key]``."""
+    if n == 0:
+        return np.full(0, -1, np.int64)
+    S = int(keys.max()) + 1
+    if S > MAX_KEY_SPACE or S > 64 * n + (1 << 20):
+        raise ValueError(
+            f"user_keys: {name} skip-samples each user's false edges over the key range [0, max key], so the keys "
+            f"must be dense: max key {S - 1} for {n} users (allowed: below min(2^32, 64 n + 2^20)). Map your "
+            "user ids to dense keys that never change (e.g. a registration number 0, 1, 2, ...).")
+    table = np.full(S, -1, np.int64)
+    table[keys.cpu().numpy()] = np.arange(n, dtype=np.int64)
+    return table
+
+
+def coin_seeds(keying: Keying, mechanism: str, params: dict, keys: torch.Tensor) -> np.ndarray:
+    """Per-user coin seeds (uint64): the user's key and the RR parameters, not their data."""
+    seeds, _ = report_keys(keying.context(mechanism + "/coins", params), keys)
+    return seeds.cpu().numpy().view(np.uint64)
+
+
+def keyed_sample(csr: CSR, keys: torch.Tensor, coins: np.ndarray, *, mode: int, st_t: int, st_f: int,
+                 p_true: np.ndarray, p_false: np.ndarray, pm: float, pub, backend: str | None, name: str) -> CSR:
+    """The noisy lists of every user (rows sorted by row index; CPU kernels: count, prefix sum,
+    fill).  ``mode`` 0: Warner RR (``p_false`` the flip probability per row); 1: DPRR (``p_false``
+    holds q per row, ``pm`` the flip probability)."""
+    if _backend.device_of(csr.rowptr) == "cuda":
+        raise _backend.BackendUnavailable(
+            f"{name} with user keys has no CUDA path yet; move the graph to the CPU (the report does not depend "
+            "on the device) or leave user keys out")
+    n = csr.num_nodes
+    k = _backend.get("cpu", backend)
+    rp = csr.rowptr.contiguous().numpy()
+    col = csr.col.contiguous().numpy()
+    table = _key_table(keys, n, name)
+    kn = keys.contiguous().numpy()
+    pt = np.ascontiguousarray(p_true, np.float64)
+    pf = np.ascontiguousarray(p_false, np.float64)
+    pb = None if pub is None or not np.asarray(pub).size else np.ascontiguousarray(pub, np.uint8)
+    orp = np.zeros(n + 1, np.int64)
+    k.keyed_rr(rp, col, kn, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, None)
+    np.cumsum(orp, out=orp)
+    ocol = np.empty(int(orp[n]), np.int64)
+    k.keyed_rr(rp, col, kn, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, ocol)
+    oc = torch.from_numpy(ocol)
+    return CSR(torch.from_numpy(orp), oc.to(csr.col.dtype) if csr.col.dtype == torch.int32 else oc, n)
+
+
+def degree_noise(seeds: torch.Tensor, t: int, s: int, backend: str | None) -> np.ndarray:
+    """DPRR's discrete Laplace noise of each user's degree, from per-user seeds (int64 out)."""
+    k = _backend.get("cpu", backend)
+    out = np.empty(seeds.shape[0], np.int64)
+    k.keyed_dlap(seeds.cpu().numpy().view(np.uint64), t, s, out)
+    return out
