@@ -18,8 +18,8 @@ from .clipping import (
     subgraph_loss,
 )
 from .mixing import SubgraphMixingError, check_subgraph_independence
-from .optimizer import DPOptimizer, gaussian_noise_std
+from .optimizer import BudgetExhaustedError, DPOptimizer, gaussian_noise_std
 
-__all__ = ["ClipStats", "DPOptimizer", "SubgraphGradSampleModule", "SubgraphMixingError",
+__all__ = ["BudgetExhaustedError", "ClipStats", "DPOptimizer", "SubgraphGradSampleModule", "SubgraphMixingError",
            "check_subgraph_independence", "clipped_sum_loop", "flat_grad", "gaussian_noise_std",
            "per_subgraph_gradients_loop", "subgraph_loss"]

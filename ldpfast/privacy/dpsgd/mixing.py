@@ -39,8 +39,7 @@ MIXING_LAYERS: tuple[tuple[str, str], ...] = (
     ("torch_geometric.nn.DiffGroupNorm", "batch-normalises over all nodes of the batch"),
     ("torch_geometric.nn.BatchNorm", "normalises with the batch's statistics in training mode"),
     ("torch_geometric.nn.HeteroBatchNorm", "normalises with the batch's statistics in training mode"),
-    ("torch_geometric.nn.InstanceNorm", "normalises over all nodes of the batch (one 'instance' without a "
-                                        "batch vector)"),
+    ("torch_geometric.nn.InstanceNorm", "normalises over all nodes of the batch (one instance, no batch vector)"),
     ("torch_geometric.nn.LayerNorm", "with mode='graph' normalises over all nodes of the batch"),
     ("torch_geometric.nn.TopKPooling", "selects nodes by a ranking over the whole batch"),
     ("torch_geometric.nn.SAGPooling", "selects nodes by a ranking over the whole batch"),
@@ -49,8 +48,8 @@ MIXING_LAYERS: tuple[tuple[str, str], ...] = (
     ("torch_geometric.nn.EdgePooling", "contracts edges chosen over the whole batch"),
     ("torch_geometric.nn.MemPooling", "pools all nodes of the batch"),
     ("torch_geometric.nn.GPSConv", "attends over all nodes of the batch"),
-    ("torch.nn.modules.batchnorm._BatchNorm", "normalises with the batch's statistics in training mode (which "
-                                              "the wrapper's train() switches on)"),
+    ("torch.nn.modules.batchnorm._BatchNorm", ("normalises with the batch's statistics in training mode (which "
+                                              "training turns on)")),
     ("torch.nn.modules.instancenorm._InstanceNorm", "normalises over all nodes of the batch"),
     ("torch.nn.MultiheadAttention", "attends over all nodes of the batch"),
     ("torch.nn.TransformerEncoderLayer", "attends over all nodes of the batch"),
@@ -166,33 +165,47 @@ def _changed(base: list[torch.Tensor], other: list[torch.Tensor], layout: _Layou
 
 
 class _Recorder:
-    """Forward hooks on every module: the first pass records each call's float outputs, a
-    later pass finds the first call whose outputs for the other sub-graphs differ."""
+    """Forward hooks on every module: the first pass records each call's float inputs and
+    outputs; a later pass finds the module that first changed the other sub-graphs' values:
+    the first call whose outputs for them differ or, when its inputs already differed (the
+    change came from code between modules), the module whose forward made that call."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
         self.names = {m: n for n, m in model.named_modules()}
-        self.calls: list[tuple[str, str, list[torch.Tensor]]] = []
+        self.calls: list[tuple[str, str, list[torch.Tensor], list[torch.Tensor]]] = []
         self.first: tuple[str, str] | None = None
+
+    def _id(self, module) -> tuple[str, str]:
+        return self.names[module], type(module).__name__
 
     def run(self, x, edge_index, compare: tuple[_Layout, bool, float, float] | None) -> list[torch.Tensor]:
         i = 0
+        stack: list[torch.nn.Module] = []  # modules whose forward is running
         if compare is None:
             self.calls = []
         self.first = None
 
+        def pre_hook(module, inputs):
+            stack.append(module)
+
         def hook(module, inputs, output):
             nonlocal i
-            here = (self.names[module], type(module).__name__)
-            outs = _float_tensors(output)
+            stack.pop()
+            here = self._id(module)
+            ins, outs = _float_tensors(inputs), _float_tensors(output)
             if compare is None:
-                self.calls.append((*here, outs))
-            elif self.first is None and (i >= len(self.calls) or self.calls[i][:2] != here
-                                         or _changed(self.calls[i][2], outs, *compare)):
-                self.first = here
+                self.calls.append((*here, ins, outs))
+            elif self.first is None:
+                if i >= len(self.calls) or self.calls[i][:2] != here:  # the control flow changed
+                    self.first = here
+                elif _changed(self.calls[i][3], outs, *compare):
+                    before = stack and _changed(self.calls[i][2], ins, *compare)
+                    self.first = self._id(stack[-1]) if before else here
             i += 1
 
-        handles = [m.register_forward_hook(hook) for m in self.model.modules()]
+        handles = [h for m in self.model.modules()
+                   for h in (m.register_forward_pre_hook(pre_hook), m.register_forward_hook(hook))]
         try:
             return _float_tensors(self.model(x, edge_index))
         finally:
@@ -272,14 +285,19 @@ def check_subgraph_independence(model: torch.nn.Module, x: torch.Tensor, edge_in
                 base = forward(x, edge_index)
                 if _changed(base, forward(x2, ei2, (layout, removed, rtol, atol)), layout, removed, rtol, atol):
                     name, kind = rec.first or ("", type(model).__name__)
-                    where = ("" if name else " in its own forward, outside its sub-modules (e.g. a functional "
-                             "global pooling or x - x.mean(0)),")
+                    if name:
+                        where, fix = "", _FIX
+                    else:
+                        where = (" in its own forward, outside its sub-modules (e.g. a functional global pooling "
+                                 "or x - x.mean(0)),")
+                        fix = "compute nothing over all nodes of the batch in forward"
                     raise SubgraphMixingError(
                         f"{_label(name, kind)}{where} lets one sub-graph change the others: {what} {b0} of {B} "
-                        f"({'eval' if in_eval else 'current'} mode) changed the outputs of the other sub-graphs, "
-                        "first at this module. Per-sub-graph clipping would then not bound one node's influence "
-                        f"by C, as the accountant assumes; {_FIX}, so that every sub-graph's output depends on "
-                        "that sub-graph alone")
+                        f"({'eval' if in_eval else 'current'} mode) changed the outputs of the other sub-graphs. "
+                        "Per-sub-graph clipping would then not bound one node's influence by C, as the accountant "
+                        f"assumes; {fix}, so that every sub-graph's output depends on that sub-graph alone "
+                        "(SubgraphGradSampleModule(..., check_independence=False) skips this check: only for a "
+                        "model known to be per-node)")
         finally:
             for t, s in zip((*model.parameters(), *model.buffers()), state):
                 t.copy_(s)
