@@ -137,13 +137,25 @@ def test_functional_mixing_in_the_model_forward_is_caught(cora_batch):
         gsm(cora_batch)
 
 
+class Counting(torch.nn.Module):
+    """Per node, with a buffer that its forward updates (like BatchNorm's running stats)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls += 1
+        return x
+
+
 @pytest.mark.parametrize("conv", ["gcn", "sage", "gin"])
 def test_per_node_models_pass_and_the_check_changes_nothing(conv, cora_batch):
     """GCN / SAGE / GIN with Linear heads pass the check; with the check the step is
     bit-identical to one without it (same gradients, dropout masks, global RNG stream,
-    parameters, batch)."""
+    parameters, buffers, batch)."""
     torch.manual_seed(0)
-    net = Net(conv)
+    net = Net(conv, extra=Counting())
     twin = copy.deepcopy(net)
     x0 = cora_batch.x.clone()
     grads, rngs = [], []
@@ -159,6 +171,7 @@ def test_per_node_models_pass_and_the_check_changes_nothing(conv, cora_batch):
     assert torch.equal(grads[0], grads[1])
     assert torch.equal(rngs[0], rngs[1])
     assert all(torch.equal(p, q) for p, q in zip(net.parameters(), twin.parameters()))
+    assert float(net.extra.calls) == float(twin.extra.calls) == 1.0
     assert torch.equal(cora_batch.x, x0)
 
 
