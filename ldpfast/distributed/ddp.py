@@ -116,8 +116,8 @@ class DistributedDPOptimizer(DPOptimizer):
     """:class:`ldpfast.privacy.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
 
     Same parameters as :class:`~ldpfast.privacy.dpsgd.DPOptimizer` (the step count and limits
-    are the same on every rank), plus ``group`` (process group, default the world).  With NCCL the parameters live on the GPU; the noise is still drawn
-    by the CPU generator (the single process's draws) and moved (GPU path not run here: it
+    are the same on every rank), plus ``group`` (process group, default the world).  With
+    NCCL the parameters live on the GPU; the noise is still drawn by the CPU generator (the single process's draws) and moved (GPU path not run here: it
     also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.privacy.dpsgd`).  Rank 0 draws the noise (same generator and order as the
     single-process optimizer with the same ``seed``) and adds it to its partial sum before
     the all-reduce; the noise is thus drawn once.  ``secure_mode`` is refused: it seeds

@@ -27,7 +27,7 @@ from .clipping import ClipStats, SubgraphGradSampleModule
 
 __all__ = ["BudgetExhaustedError", "DPOptimizer", "gaussian_noise_std"]
 
-BUDGET_SEARCH_MAX = 10**9
+_BUDGET_SEARCH_MAX = 10**9
 """Step counts beyond this are not searched: a budget that allows more is unbounded in practice."""
 
 
@@ -148,8 +148,8 @@ class DPOptimizer:
         lo, hi = 1, 2
         while ok(hi):
             lo, hi = hi, 2 * hi
-            if hi > BUDGET_SEARCH_MAX:
-                return BUDGET_SEARCH_MAX
+            if hi > _BUDGET_SEARCH_MAX:
+                return _BUDGET_SEARCH_MAX
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
@@ -173,7 +173,7 @@ class DPOptimizer:
                        f"allows {self.budget_steps} ({self.accounting_method})")
         raise BudgetExhaustedError(
             f"DPOptimizer: step {self.steps + 1} refused, parameters and gradients unchanged: {self.steps} steps "
-            f"have been accounted and {' and '.join(why)}. Stop here (epsilon(delta) reports the {self.steps} "
+            f"have been accounted, the most allowed by {' and by '.join(why)}. Stop here (epsilon(delta) reports the {self.steps} "
             "steps taken), or plan a new run with more steps or more noise whose accounting includes these "
             f"{self.steps} steps")
 
@@ -200,6 +200,8 @@ class DPOptimizer:
                 raise ValueError("delta: required (no budget to take it from)")
             delta = self.budget[1]
         method = self.accounting_method if method is None else method
+        if method not in ("rdp", "pld"):
+            raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
         if self.steps == 0:
             delta = check_prob("delta", delta, open_low=True, open_high=True)
             return PrivacyReport(0.0, delta, self.sigma, 0, method, model=getattr(self.accountant, "model", ""))
@@ -315,6 +317,7 @@ class DPOptimizer:
         self._check_budget()
         self.module._recs = []
         self.module._num_subgraphs = 0
+        self.module._seg = None  # so that _device() is the parameters' device, not the last batch's
         self.module._seg = torch.zeros(0, dtype=torch.long, device=self.module._device())
         self.pre_step()
         return self.optimizer.step()
