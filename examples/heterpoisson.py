@@ -75,8 +75,11 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     model = GCN(data.num_features, 64, int(data.y.max()) + 1)
     gsm = SubgraphGradSampleModule(model)  # per-sub-graph gradients in one backward
+    # bound to the accountant and the plan: a step past `steps` is refused, and
+    # opt.epsilon() accounts for the steps actually taken
     opt = DPOptimizer(torch.optim.Adam(model.parameters(), lr=a.lr), gsm, sigma=sigma,
-                      max_grad_norm=a.clip, expected_batch_size=q_b * n_train)
+                      max_grad_norm=a.clip, expected_batch_size=q_b * n_train,
+                      accountant=accountant, max_steps=steps)
     sampler = HeterPoisson(data, q_b, a.M, train_nodes=train_mask, num_steps=steps)
     for t in range(steps):
         batch = sampler.sample(t)
@@ -96,8 +99,8 @@ def main(argv=None) -> int:
     with torch.no_grad():
         pred = model(test.x, test.edge_index)[test.center].argmax(1)
     acc = float((pred == test.y).float().mean())
-    spent = accountant.epsilon(sigma, steps, delta)
-    print(f"privacy spent: ({spent.eps:.3f}, {delta:.2e}) after {steps} steps "
+    spent = opt.epsilon(delta)
+    print(f"privacy spent: ({spent.eps:.3f}, {delta:.2e}) after {opt.steps} steps "
           f"(RDP order {spent.order})\n  under: {spent.model}")
     print(f"test accuracy {acc:.3f}")
     return 0

@@ -115,9 +115,9 @@ def check_agreement(*, seed: int, q_b: float, M: float, C: float, sigma: float, 
 class DistributedDPOptimizer(DPOptimizer):
     """:class:`ldpfast.privacy.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
 
-    Same parameters as :class:`~ldpfast.privacy.dpsgd.DPOptimizer`, plus ``group`` (process group,
-    default the world).  With NCCL the parameters live on the GPU; the noise is still drawn
-    by the CPU generator (the single process's draws) and moved (GPU path not run here: it
+    Same parameters as :class:`~ldpfast.privacy.dpsgd.DPOptimizer` (the step count and limits
+    are the same on every rank), plus ``group`` (process group, default the world).  With
+    NCCL the parameters live on the GPU; the noise is still drawn by the CPU generator (the single process's draws) and moved (GPU path not run here: it
     also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.privacy.dpsgd`).  Rank 0 draws the noise (same generator and order as the
     single-process optimizer with the same ``seed``) and adds it to its partial sum before
     the all-reduce; the noise is thus drawn once.  ``secure_mode`` is refused: it seeds
@@ -125,16 +125,17 @@ class DistributedDPOptimizer(DPOptimizer):
     """
 
     def __init__(self, optimizer, module, *, sigma, max_grad_norm=0.5, expected_batch_size=None, seed=None,
-                 group=None):
+                 group=None, accountant=None, max_steps=None, budget=None, accounting_method="rdp"):
         super().__init__(optimizer, module, sigma=sigma, max_grad_norm=max_grad_norm,
-                         expected_batch_size=expected_batch_size, seed=seed, secure_mode=False)
+                         expected_batch_size=expected_batch_size, seed=seed, secure_mode=False,
+                         accountant=accountant, max_steps=max_steps, budget=budget,
+                         accounting_method=accounting_method)
         self.group = group
 
-    def pre_step(self):
-        """Clip per sub-graph and sum (this rank), add the noise (rank 0), all-reduce, scale."""
-        stats = self.module.clip_and_accumulate(self.max_grad_norm)
+    def _add_noise(self, params):
+        """Add the noise (rank 0) to this rank's clipped sum, then all-reduce (:meth:`pre_step`
+        clips before and scales and counts after)."""
         rank, world = _world()
-        params = [p for p in self.module._module.parameters() if p.requires_grad]
         if rank == 0:
             for p in params:  # the single-process optimizer's draws (CPU generator), in its order
                 p.grad = p.grad + self._noise(p.shape).to(device=p.device, dtype=p.dtype)
@@ -146,12 +147,6 @@ class DistributedDPOptimizer(DPOptimizer):
                 k = p.numel()
                 p.grad = flat[off:off + k].view_as(p).clone()
                 off += k
-        if self.expected_batch_size is not None:
-            for p in params:
-                p.grad = p.grad / self.expected_batch_size
-        self.steps += 1
-        self.last_stats = stats
-        return stats
 
 
 @dataclass
@@ -266,7 +261,7 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
     gsm = SubgraphGradSampleModule(net)
     opt = DistributedDPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=C,
                                  expected_batch_size=sampler.expected_batch_size, seed=seed ^ _NOISE_TAG,
-                                 group=group)
+                                 group=group, accountant=acc, max_steps=T)
     sizes = []
     for t in range(T):
         batch = sampler.sample(t, part=(rank, world))
@@ -281,10 +276,10 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
         sizes.append(batch.num_subgraphs)
     spent = None
     if delta is not None:
-        rep = acc.epsilon(sigma, T, delta, method="rdp")
+        rep = opt.epsilon(delta, method="rdp")  # the steps counted, T by construction
         spent = Spent(mechanism="heterpoisson", target="nodes", eps=float(rep.eps), delta=float(delta),
                       guarantee=f"(eps, delta) {sampler.privacy_model}",
-                      params={"q_b": q_b, "M": M, "sigma": sigma, "T": T, "C": C, "accountant": "rdp",
+                      params={"q_b": q_b, "M": M, "sigma": sigma, "T": opt.steps, "C": C, "accountant": "rdp",
                               "world_size": world, "degree_model": degree_model, "degree_bound": degree_bound})
     settings = {"model": model, "hidden": hidden, "num_layers": num_layers, "lr": lr, "induced": induced,
                 "noise_std": 2 * C * sigma, "expected_batch_size": sampler.expected_batch_size,

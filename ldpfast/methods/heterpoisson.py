@@ -148,14 +148,14 @@ class HeterPoissonReport:
         Test accuracy in [0, 1] (inference sub-graphs of section 4.4).
     eps, delta : float
         The node-level guarantee spent (``eps`` from the calibrating accountant at the
-        ``sigma`` used, <= the target).
+        ``sigma`` used, for the steps the optimizer counted, <= the target).
     eps_target : float
         The requested ``eps``.
     eps_rdp, eps_pld : float or None
         The Theorem 2 (RDP) figure and the dp_accounting PLD figure at the ``sigma`` used.
     sigma : float
         Noise in the paper's units (noise std ``2 C sigma``).
-    T, q_b, M : the sampling schedule.
+    T, q_b, M : the sampling schedule (``T``: the DP steps taken, as counted by the optimizer).
     privacy : Spent
         Ledger entry (``mechanism="heterpoisson"`` or ``"dpsgd"``); its ``guarantee`` names
         the neighbouring relation.
@@ -405,9 +405,6 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
     if sigma is None:
         sigma = acc.calibrate_sigma(eps, delta, T, method=accountant)
     sigma = check_eps("sigma", sigma)
-    rep_rdp = acc.epsilon(sigma, T, delta, method="rdp")
-    eps_pld = acc.epsilon(sigma, T, delta, method="pld").eps if (report_pld or accountant == "pld") else None
-    eps_spent = rep_rdp.eps if accountant == "rdp" else eps_pld
 
     # -- model, sampler, optimizer -----------------------------------------------------
     torch.manual_seed(seed)
@@ -415,8 +412,9 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
                       num_layers=num_layers).to(dev)  # initialised on the CPU: same weights on every device
     gsm = SubgraphGradSampleModule(net)
     n_cand = n_train if train_nodes is not None else int(g_train.num_nodes)
+    # bound to the accountant and the plan: a step past T is refused, eps is of the steps counted
     opt = DPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=max_grad_norm,
-                      expected_batch_size=q_b * n_cand, seed=seed ^ 0x5EED)
+                      expected_batch_size=q_b * n_cand, seed=seed ^ 0x5EED, accountant=acc, max_steps=T)
     steps = range(T)
     if progress:
         from tqdm.auto import tqdm
@@ -445,6 +443,11 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
         sizes.append(batch.num_subgraphs)
         t_sample += s1 - s0
         t_train += time.perf_counter() - s1
+    if opt.steps != T:  # every step releases (noise-only ones included): a mismatch is a bug
+        raise RuntimeError(f"heterpoisson.fit: {opt.steps} DP steps counted, {T} planned")
+    rep_rdp = opt.epsilon(delta, method="rdp")
+    eps_pld = opt.epsilon(delta, method="pld").eps if (report_pld or accountant == "pld") else None
+    eps_spent = rep_rdp.eps if accountant == "rdp" else eps_pld
     acc_test = _evaluate(net, g_test, test_nodes, n_test, test_allow, seed ^ 0x7E57, model)
     settings = {"model": model, "setting": setting, "dataset": dataset, "num_nodes": n, "n_train": n_train,
                 "n_test_nodes": int(test_mask.sum()), "hidden": hidden, "num_layers": num_layers, "lr": lr,
@@ -459,13 +462,13 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
                 "seconds_total": time.perf_counter() - t0}
     spent = Spent(mechanism="dpsgd" if model == "mlp" else "heterpoisson", target="nodes", eps=float(eps_spent),
                   delta=float(delta), guarantee=f"(eps, delta) {pm}",
-                  params={"q_b": q_b, "M": None if model == "mlp" else M, "sigma": sigma, "T": T,
+                  params={"q_b": q_b, "M": None if model == "mlp" else M, "sigma": sigma, "T": opt.steps,
                           "C": max_grad_norm, "accountant": accountant,
                           "degree_model": None if model == "mlp" else degree_model,
                           "degree_bound": None if model == "mlp" else degree_bound})
     return HeterPoissonReport(accuracy=acc_test, eps=float(eps_spent), delta=float(delta), eps_target=eps,
                               eps_rdp=float(rep_rdp.eps), eps_pld=None if eps_pld is None else float(eps_pld),
-                              sigma=float(sigma), T=T, q_b=float(q_b), M=None if model == "mlp" else float(M),
+                              sigma=float(sigma), T=opt.steps, q_b=float(q_b), M=None if model == "mlp" else float(M),
                               privacy=spent, settings=settings, privacy_model=pm)
 
 

@@ -1,7 +1,8 @@
 """Node-level DP-SGD (paper 003, Algorithm 1): per-sub-graph clipping and the DP optimizer.
 
 Laid out like Opacus: :mod:`.clipping` (the analogue of ``grad_sample``:
-:class:`SubgraphGradSampleModule`, per-sub-graph norms and the clipped sum, loop references)
+:class:`SubgraphGradSampleModule`, per-sub-graph norms and the clipped sum, loop references),
+:mod:`.mixing` (the guards against models that let one sub-graph change another's output)
 and :mod:`.optimizer` (:class:`DPOptimizer`).  The accountants are in
 :mod:`ldpfast.privacy.accountants`.
 """
@@ -16,7 +17,9 @@ from .clipping import (
     per_subgraph_gradients_loop,
     subgraph_loss,
 )
-from .optimizer import DPOptimizer, gaussian_noise_std
+from .mixing import SubgraphMixingError, check_subgraph_independence
+from .optimizer import BudgetExhaustedError, DPOptimizer, gaussian_noise_std
 
-__all__ = ["ClipStats", "DPOptimizer", "SubgraphGradSampleModule", "clipped_sum_loop", "flat_grad",
-           "gaussian_noise_std", "per_subgraph_gradients_loop", "subgraph_loss"]
+__all__ = ["BudgetExhaustedError", "ClipStats", "DPOptimizer", "SubgraphGradSampleModule", "SubgraphMixingError",
+           "check_subgraph_independence", "clipped_sum_loop", "flat_grad", "gaussian_noise_std",
+           "per_subgraph_gradients_loop", "subgraph_loss"]

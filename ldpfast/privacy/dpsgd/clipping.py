@@ -31,8 +31,14 @@ per-sub-graph ``edge_index`` (``add_remaining_self_loops`` indexes with a boolea
 "vmap: We do not support batching operators that can support dynamic shape"), so the authors
 rewrote their GNNs as dense "mean over the rows" modules; padding also costs
 ``O(B L_max d)`` memory and ``O(B |params|)`` for the per-sample gradients.  Layers whose
-parameters are not covered (BatchNorm mixes sub-graphs and is refused, as Opacus does;
-LSTM aggregation, attention, ...) raise a clear error at wrap time.
+parameters are not covered (LSTM aggregation, attention, ...) raise a clear error at wrap
+time.
+
+All of this assumes that every sub-graph's output depends on that sub-graph alone; a layer
+computing over the whole batch (BatchNorm in training mode, PyG's ``PairNorm``,
+``MeanSubtractionNorm``, ``LayerNorm(mode="graph")``, global pooling, ...) would let one
+node's sub-graph move the others' gradients by far more than ``C``.  :mod:`.mixing` refuses
+the known ones at wrap time and checks the first training batch for the rest.
 
 Numerics: norms are accumulated in float64; gradients are clipped to ``C (1 - 1e-5)`` so
 that float32 rounding of the norm cannot push a clipped gradient above ``C``.
@@ -52,6 +58,7 @@ import torch
 import torch.nn.functional as F
 
 from ..._checks import check_eps
+from .mixing import check_no_mixing_layers, check_subgraph_independence
 
 __all__ = ["ClipStats", "SubgraphGradSampleModule", "clipped_sum_loop", "flat_grad",
            "per_subgraph_gradients_loop", "subgraph_loss"]
@@ -68,10 +75,6 @@ def _linear_types():
     except ImportError:  # pragma: no cover
         pass
     return tuple(types)
-
-
-def _refused_types():
-    return (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm, torch.nn.InstanceNorm1d)
 
 
 @dataclass
@@ -104,7 +107,21 @@ class SubgraphGradSampleModule(torch.nn.Module):
     model : torch.nn.Module
         Called as ``model(x, edge_index)`` and returning node-level outputs ``(N, C)``.
         Its trainable parameters must all live in ``Linear`` layers (``torch.nn.Linear`` or
-        PyG's), in ``GCNConv.bias`` or in ``GINConv.eps``.
+        PyG's), in ``GCNConv.bias`` or in ``GINConv.eps``, and every sub-graph's output must
+        depend on that sub-graph alone: layers of
+        :data:`~ldpfast.privacy.dpsgd.mixing.MIXING_LAYERS` are refused.
+    check_independence : bool
+        Run :func:`~ldpfast.privacy.dpsgd.mixing.check_subgraph_independence` on the first
+        training forward with at least two sub-graphs (three extra forwards without
+        autograd, once; parameters, gradients, buffers, the RNG state and the batch are left
+        as they were).  Default on; turn it off only for a model already checked.
+
+    Raises
+    ------
+    SubgraphMixingError
+        (a ``TypeError``) at construction for a layer of ``MIXING_LAYERS``, or on the first
+        training forward when removing or perturbing one sub-graph changes another's
+        outputs, naming the first module concerned.
 
     Use
     ---
@@ -114,11 +131,15 @@ class SubgraphGradSampleModule(torch.nn.Module):
     ``p.grad`` holds ``sum_b min(1, C/||g_b||) g_b``.
     """
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True):
         super().__init__()
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        if not isinstance(check_independence, bool):
+            raise TypeError(f"check_independence: expected a bool, got {type(check_independence).__name__}")
         self._module = model
+        # the runtime check is pending until a training forward with >= 2 sub-graphs passed it
+        self._independence_pending = check_independence
         self._recs: list[_Rec] = []
         self._active = False
         self._seg: torch.Tensor | None = None
@@ -130,12 +151,10 @@ class SubgraphGradSampleModule(torch.nn.Module):
     def _validate_and_hook(self):
         from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 
+        check_no_mixing_layers(self._module)
         lin = _linear_types()
         covered: set[int] = set()
         for name, m in self._module.named_modules():
-            if isinstance(m, _refused_types()):
-                raise TypeError(f"{name or 'model'}: {type(m).__name__} mixes sub-graphs (and samples): "
-                                 "per-sub-graph clipping would not bound a node's influence; remove it")
             own = [(n, p) for n, p in m.named_parameters(recurse=False) if p.requires_grad]
             if isinstance(m, lin):
                 for n, p in own:
@@ -245,6 +264,9 @@ class SubgraphGradSampleModule(torch.nn.Module):
             x = batch
             if seg is None or num_subgraphs is None:
                 raise ValueError("seg, num_subgraphs: required when calling with (x, edge_index)")
+        if self._independence_pending and self.training and torch.is_grad_enabled() and int(num_subgraphs) >= 2:
+            check_subgraph_independence(self._module, x, edge_index, seg, int(num_subgraphs))
+            self._independence_pending = False
         self._recs = []
         self._seg = seg
         self._num_subgraphs = int(num_subgraphs)

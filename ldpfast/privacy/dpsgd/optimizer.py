@@ -5,18 +5,35 @@ Paper 003 (Xiang, Wang and Wang), Algorithm 1 lines 6-10.  The per-sub-graph cli
 :class:`ldpfast.privacy.accountants.HeterPoissonAccountant`.  The Gaussian noise is drawn by
 a CPU generator (a seed gives the same noise bits on every device) and moved to the
 parameters' device in one asynchronous copy from pinned memory per step.
+
+Accounting follows the steps actually taken: the optimizer counts every release
+(``steps``, noise-only steps included), :meth:`DPOptimizer.epsilon` asks the bound
+accountant for exactly that many steps, a step past ``max_steps`` or past an ``(eps,
+delta)`` budget is refused (:class:`BudgetExhaustedError`, nothing changed), and
+:meth:`DPOptimizer.state_dict` carries the count so that a resumed run is accounted with
+all its steps.
 """
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import torch
 
-from ..._checks import check_eps, check_real
+from ..._checks import check_eps, check_int, check_prob, check_real
 from ...rng import resolve_seed
+from ..accountants.base import PrivacyReport
 from .clipping import ClipStats, SubgraphGradSampleModule
 
-__all__ = ["DPOptimizer", "gaussian_noise_std"]
+__all__ = ["BudgetExhaustedError", "DPOptimizer", "gaussian_noise_std"]
+
+_BUDGET_SEARCH_MAX = 10**9
+"""Step counts beyond this are not searched: a budget that allows more is unbounded in practice."""
+
+
+class BudgetExhaustedError(RuntimeError):
+    """A DP step was refused: the steps already accounted reach ``max_steps`` or the
+    ``(eps, delta)`` budget of the :class:`DPOptimizer`.  Nothing was changed."""
 
 
 class DPOptimizer:
@@ -47,11 +64,42 @@ class DPOptimizer:
         Draw each noise coordinate as the normalised sum of 4 Gaussians from a generator
         seeded by ``secrets`` (Opacus' mitigation of floating-point attacks on Gaussian
         sampling, Holohan & Braghin 2021); ignores ``seed``.
+    accountant : HeterPoissonAccountant or MixtureAccountant, optional
+        The accountant of the sampling actually used (anything with ``epsilon(sigma, T,
+        delta, method=...)``): :meth:`epsilon` reports the steps taken with it, and
+        ``budget`` needs it.
+    max_steps : int, optional
+        The planned number of steps, >= 1: the step after ``max_steps`` steps is refused.
+    budget : (float, float), optional
+        ``(eps, delta)``: a step is refused once one more would spend more than ``eps`` at
+        ``delta`` under ``accountant`` (``accounting_method``).  The largest allowed number
+        of steps (``budget_steps``) is found once, here, by a doubling and bisection search
+        over ``T`` (about ``2 log2 T`` accountant calls).
+    accounting_method : {"rdp", "pld"}
+        Default method of :meth:`epsilon` and the method of ``budget``.
+
+    Attributes
+    ----------
+    steps : int
+        DP releases made so far (:meth:`step`, :meth:`noise_only_step` and direct
+        :meth:`pre_step` calls), restored by :meth:`load_state_dict`.
+    budget_steps : int or None
+        Steps allowed by ``budget``.
+
+    Notes
+    -----
+    A resumed run must load the optimizer's :meth:`state_dict` (its step count and noise
+    generator) and sample from step ``steps`` on (``sampler.sample(t)`` for ``t`` in
+    ``range(opt.steps, T)``): sampling step ``t`` again gives the same batch, which the
+    accountant does not allow for, and a generator restarted from its seed repeats the
+    noise.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, module: SubgraphGradSampleModule, *, sigma: float,
                  max_grad_norm: float = 0.5, expected_batch_size: float | None = None,
-                 seed: int | None = None, secure_mode: bool = False):
+                 seed: int | None = None, secure_mode: bool = False, accountant: Any = None,
+                 max_steps: int | None = None, budget: tuple[float, float] | None = None,
+                 accounting_method: str = "rdp"):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         if not isinstance(module, SubgraphGradSampleModule):
@@ -68,6 +116,130 @@ class DPOptimizer:
         self.generator.manual_seed(secrets.randbits(63) if secure_mode else resolve_seed(seed) & ((1 << 63) - 1))
         self.steps = 0
         self.last_stats: ClipStats | None = None
+        if accountant is not None and not callable(getattr(accountant, "epsilon", None)):
+            raise TypeError(f"accountant: expected an accountant with epsilon(sigma, T, delta) (e.g. "
+                            f"HeterPoissonAccountant), got {type(accountant).__name__}")
+        self.accountant = accountant
+        if accounting_method not in ("rdp", "pld"):
+            raise ValueError(f"accounting_method: expected 'rdp' or 'pld', got {accounting_method!r}")
+        self.accounting_method = accounting_method
+        self.max_steps = None if max_steps is None else check_int("max_steps", max_steps, 1)
+        self.budget: tuple[float, float] | None = None
+        self.budget_steps: int | None = None
+        if budget is not None:
+            if accountant is None:
+                raise ValueError("budget: needs the accountant of the sampling used (accountant=...)")
+            if not isinstance(budget, (tuple, list)) or len(budget) != 2:
+                raise TypeError(f"budget: expected a pair (eps, delta), got {budget!r}")
+            self.budget = (check_eps("budget eps", budget[0]),
+                           check_prob("budget delta", budget[1], open_low=True, open_high=True))
+            self.budget_steps = self._steps_within_budget()
+
+    # ------------------------------------------------------------------ accounting
+    def _steps_within_budget(self) -> int:
+        """Largest ``T`` with ``epsilon(T) <= eps`` (``eps`` grows with ``T``): doubling, then bisection."""
+        eps, delta = self.budget
+
+        def ok(T):
+            return self.accountant.epsilon(self.sigma, T, delta, method=self.accounting_method).eps <= eps
+
+        if not ok(1):
+            return 0
+        lo, hi = 1, 2
+        while ok(hi):
+            lo, hi = hi, 2 * hi
+            if hi > _BUDGET_SEARCH_MAX:
+                return _BUDGET_SEARCH_MAX
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+        return lo
+
+    @property
+    def steps_left(self) -> int | None:
+        """Steps still allowed by ``max_steps`` and ``budget`` (``None``: no limit set)."""
+        limits = [v for v in (self.max_steps, self.budget_steps) if v is not None]
+        return max(0, min(limits) - self.steps) if limits else None
+
+    def _check_budget(self):
+        left = self.steps_left
+        if left is None or left > 0:
+            return
+        why = []
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            why.append(f"max_steps={self.max_steps}")
+        if self.budget_steps is not None and self.steps >= self.budget_steps:
+            why.append(f"the budget (eps={self.budget[0]:g}, delta={self.budget[1]:g}) at sigma={self.sigma:g} "
+                       f"allows {self.budget_steps} ({self.accounting_method})")
+        raise BudgetExhaustedError(
+            f"DPOptimizer: step {self.steps + 1} refused, parameters and gradients unchanged: {self.steps} steps "
+            f"have been accounted, the most allowed by {' and by '.join(why)}. Stop here (epsilon(delta) reports the {self.steps} "
+            "steps taken), or plan a new run with more steps or more noise whose accounting includes these "
+            f"{self.steps} steps")
+
+    def epsilon(self, delta: float | None = None, *, method: str | None = None) -> PrivacyReport:
+        """The guarantee of the steps actually taken: ``accountant.epsilon(sigma, steps, delta)``.
+
+        Parameters
+        ----------
+        delta : float, optional
+            In (0, 1); default the ``budget``'s delta.
+        method : {"rdp", "pld"}, optional
+            Default ``accounting_method``.
+
+        Returns
+        -------
+        PrivacyReport
+            ``T`` is :attr:`steps` (``eps = 0`` before the first step).
+        """
+        if self.accountant is None:
+            raise ValueError("accountant: epsilon() needs the accountant of the sampling used, bound at "
+                             "construction: DPOptimizer(..., accountant=HeterPoissonAccountant(...))")
+        if delta is None:
+            if self.budget is None:
+                raise ValueError("delta: required (no budget to take it from)")
+            delta = self.budget[1]
+        method = self.accounting_method if method is None else method
+        if method not in ("rdp", "pld"):
+            raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
+        if self.steps == 0:
+            delta = check_prob("delta", delta, open_low=True, open_high=True)
+            return PrivacyReport(0.0, delta, self.sigma, 0, method, model=getattr(self.accountant, "model", ""))
+        return self.accountant.epsilon(self.sigma, self.steps, delta, method=method)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped optimizer's state, the step count, the noise generator's state and the
+        noise settings the count was accounted with.
+
+        Keep it private like the seed: the generator state rebuilds the noise.
+        """
+        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "sigma": self.sigma,
+                "max_grad_norm": self.max_grad_norm, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: the step count (so :meth:`epsilon` and the limits
+        include the steps taken before), the noise generator and the wrapped optimizer.
+
+        Raises
+        ------
+        ValueError
+            If the state was taken with another ``sigma`` or ``max_grad_norm`` (one noise
+            level is accounted for all steps), or lacks a key.
+        """
+        missing = {"optimizer", "steps", "sigma", "max_grad_norm", "generator"} - set(state_dict)
+        if missing:
+            raise ValueError(f"state_dict: missing {sorted(missing)} (expected DPOptimizer.state_dict())")
+        for name in ("sigma", "max_grad_norm"):
+            if float(state_dict[name]) != getattr(self, name):
+                raise ValueError(f"{name}: the state's {state_dict['steps']} steps were taken at {name}="
+                                 f"{state_dict[name]}, this optimizer uses {getattr(self, name)}; the accountant "
+                                 f"assumes one {name} for all steps: build the optimizer with the same value")
+        steps = check_int("state_dict['steps']", state_dict["steps"], 0)
+        self.optimizer.load_state_dict(state_dict["optimizer"])
+        self.generator.set_state(state_dict["generator"])
+        self.steps = steps
+
+    # ------------------------------------------------------------------ optimizer
 
     @property
     def noise_std(self) -> float:
@@ -105,13 +277,26 @@ class DPOptimizer:
         flat = host.to(dev[0], non_blocking=True)
         return [f.view(p.shape) for f, p in zip(flat.split(sizes), params)]
 
-    def pre_step(self) -> ClipStats:
-        """Clip per sub-graph, sum, add noise, scale: leaves the private gradient in ``.grad``."""
-        stats = self.module.clip_and_accumulate(self.max_grad_norm)
-        params = [p for p in self.module._module.parameters() if p.requires_grad]
+    def _add_noise(self, params: list[torch.nn.Parameter]) -> None:
+        """Add the Gaussian noise to the clipped sum in every ``.grad``."""
         for p, z in zip(params, self._noises(params)):
             p.grad = p.grad + z.to(p.dtype)
-            if self.expected_batch_size is not None:
+
+    def pre_step(self) -> ClipStats:
+        """Clip per sub-graph, sum, add noise, scale: leaves the private gradient in ``.grad``
+        and counts one step.
+
+        Raises
+        ------
+        BudgetExhaustedError
+            Before touching anything, when ``max_steps`` or the budget is reached.
+        """
+        self._check_budget()
+        stats = self.module.clip_and_accumulate(self.max_grad_norm)
+        params = [p for p in self.module._module.parameters() if p.requires_grad]
+        self._add_noise(params)
+        if self.expected_batch_size is not None:
+            for p in params:
                 p.grad = p.grad / self.expected_batch_size
         self.steps += 1
         self.last_stats = stats
@@ -119,6 +304,7 @@ class DPOptimizer:
 
     def step(self, closure=None):
         """:meth:`pre_step` then the wrapped optimizer's step."""
+        self._check_budget()  # before the closure's forward/backward
         if closure is not None:
             with torch.enable_grad():
                 closure()
@@ -126,10 +312,12 @@ class DPOptimizer:
         return self.optimizer.step()
 
     def noise_only_step(self):
-        """A step with no sub-graph (empty Poisson sample): the release is pure noise."""
+        """A step with no sub-graph (empty Poisson sample): the release is pure noise, and
+        counts as a step."""
+        self._check_budget()
         self.module._recs = []
         self.module._num_subgraphs = 0
-        self.module._seg = None
+        self.module._seg = None  # so that _device() is the parameters' device, not the last batch's
         self.module._seg = torch.zeros(0, dtype=torch.long, device=self.module._device())
         self.pre_step()
         return self.optimizer.step()
