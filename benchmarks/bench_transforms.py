@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import sys
 import time
@@ -52,7 +53,8 @@ from benchmarks.harness import (
 )
 from ldpfast.graph import CSR, clean_edge_index, to_csr
 from ldpfast.mechanisms import edges as E
-from ldpfast.privacy.report_once import fingerprint, fingerprint_key, input_seed
+from ldpfast.privacy.report_once import fingerprint, fingerprint_key, graph_identity
+from ldpfast.privacy.users import Keying
 from ldpfast.rng import Stream
 
 MIB = 2.0**20
@@ -124,13 +126,26 @@ def dprr_probs(csr: CSR, eps: float, seed: int):
     return pt, pf
 
 
+def transform_seed(data, eps: float) -> int:
+    """The seed the DPRR transform (no user keys, no public users, eq. 8 defaults) derives for
+    ``data``: the graph's keyed identity and every parameter (ldpfast.privacy.users)."""
+    n = int(data.num_nodes)
+    eps1, eps2 = E.dprr_budget(eps, n)
+    g, t, s, eps1_used = E._grid("eps1", eps1)
+    while eps1_used + eps2 > eps:
+        eps2 = math.nextafter(eps2, 0.0)
+    law = {"eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "granularity": g, "dlap_t": t, "dlap_s": s}
+    ky = Keying(SECRET, graph=graph_identity(SECRET, data))
+    return E._graph_seed(ky, "dprr", {**law, "n": n, "n_max": n, "alpha": 0.9}, np.empty(0, np.uint8))
+
+
 def dprr_before(data, eps: float):
     """The DPRR transform's work before issue 17 part 3, step by step (same output bits)."""
     import copy
 
     from ldpfast.privacy.budget import Ledger
 
-    seed = input_seed(SECRET, "DPRR", data)  # fingerprint first, alone
+    seed = transform_seed(data, eps)  # fingerprint first, alone
     ei = data.edge_index
     bool((ei[0] == ei[1]).any())  # the old self-loop pass
     csr = to_csr(ei, int(data.num_nodes))  # counting sort + sort/unique
@@ -161,7 +176,7 @@ def stages(ei, csr, eps, repeat):
     """Each stage of the DPRR transform timed alone (median wall, s)."""
     n = csr.num_nodes
     d = data_ei(ei, n)
-    seed = input_seed(SECRET, "DPRR", d)
+    seed = transform_seed(d, eps)
     pt, pf = dprr_probs(csr, eps, seed)
     k = ldpfast._backend.get("cpu", "cpp")
     eps1, _ = E.dprr_budget(eps, n)
@@ -262,8 +277,8 @@ def main(argv=None) -> int:
     E_in = ei.size(1)
     in_bytes = {"edge_index": nbytes(ei), "csr": csr_bytes(csr)}
 
-    # same derived seed as the transform (input_seed of the Data with edge_index)
-    seed = input_seed(SECRET, "DPRR", data_ei(ei, n))
+    # same derived seed as the transform (of the Data with edge_index)
+    seed = transform_seed(data_ei(ei, n), args.eps)
     pt, pf = dprr_probs(csr, args.eps, seed)
     max_rr = 10 * E_in + 10**8
     info: dict[str, dict] = {}

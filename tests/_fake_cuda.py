@@ -63,9 +63,32 @@ def np_of(t):
     return t.detach().as_subclass(torch.Tensor).numpy() if isinstance(t, torch.Tensor) else t
 
 
+def _u64(t):
+    """A tensor's memory as a NumPy uint64 view (None unchanged), not logged."""
+    return None if t is None else np_of(t).view("uint64")
+
+
+def userkey_kernels() -> dict:
+    """Stand-ins of the per-user report key kernels (``csrc/cuda/userkey.cu``) and the keyed
+    fingerprint (``fingerprint.cu``): the C++ kernels on the same memory, so the keys the device
+    path derives are the CPU ones."""
+    import ldpfast._C as C
+
+    return {
+        "row_digests": lambda rows, a, b, c, out: C.row_digests(np_of(rows), a, b, c, _u64(out)),
+        "set_digests": lambda rp, col, keys, k, out: C.set_digests(np_of(rp), np_of(col), np_of(keys), k, _u64(out)),
+        "report_keys": lambda u, ex, dg, a, b, c, seeds, rids: C.report_keys(
+            np_of(u), _u64(ex), _u64(dg), a, b, c, _u64(seeds), _u64(rids)),
+        "fingerprint": lambda data, a, b, c, out: C.fingerprint(np_of(data), a, b, c, _u64(out)),
+    }
+
+
 def install(monkeypatch, mod) -> None:
-    """Make DeviceInput tensors count as CUDA tensors and ``mod`` the cuda backend; resets
-    the copy log."""
+    """Make DeviceInput tensors count as CUDA tensors and ``mod`` the cuda backend (with the
+    report key kernels, unless it has its own); resets the copy log."""
+    for name, fn in userkey_kernels().items():
+        if not hasattr(mod, name):
+            setattr(mod, name, fn)
     real = _backend.device_of
     monkeypatch.setattr(_backend, "device_of", lambda *ts: "cuda" if any(
         isinstance(t, DeviceInput) for t in ts) else real(*ts))

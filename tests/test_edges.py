@@ -20,6 +20,7 @@ from ldpfast.graph import CSR, to_csr
 from ldpfast.mechanisms import edges as E
 from ldpfast.privacy.budget import Ledger, Spent
 from ldpfast.rng import Stream
+from ldpfast.privacy.users import Keying
 
 ALPHA = 1e-4
 BACKENDS = [b for b, why in ldpfast.available_backends().items() if why is None and b in ("cpp", "numba")]
@@ -202,7 +203,8 @@ def test_sampler_public_rows_and_edge_probabilities():
 def test_dprr_is_the_sampler_with_the_reported_q():
     """dprr = degree noise -> q (eq. 6 + Proj) -> sampler with p q and (1-p) q (eq. 7)."""
     csr = random_graph(300, 1500, 3)
-    res = E.dprr(csr, 1.5, seed=99)
+    ky = Keying(99)
+    res = E.dprr(csr, 1.5, _keying=ky)
     P = res.spent.params
     d = csr.degrees().double()
     # q from d* exactly as eq. (6) + Proj, with q = 0 for d* <= 0
@@ -213,7 +215,8 @@ def test_dprr_is_the_sampler_with_the_reported_q():
     # d* = d + g k on the grid
     k = (ds - d) / P["granularity"]
     assert torch.equal(k, k.round())
-    again = E._rr_sample(csr, P["p"] * res.q.numpy(), P["flip_prob"] * res.q.numpy(), 99)
+    # the graph's seed: derived from the secret and every parameter (ldpfast.privacy.users)
+    again = E._rr_sample(csr, P["p"] * res.q.numpy(), P["flip_prob"] * res.q.numpy(), ky.last_seeds)
     assert torch.equal(again.rowptr, res.noisy.rowptr) and torch.equal(again.col, res.noisy.col)
     assert torch.equal(res.noisy_degrees, res.noisy.degrees())
 
@@ -655,10 +658,16 @@ def test_bad_data_inputs():
         E.dprr(Data(edge_index=torch.tensor([[0], [1]]), num_nodes=3), 2.0, eps1=0.5, seed=1)
 
 
+def _transform_keying(secret, data):
+    """The Keying a transform without user keys uses on ``data`` (ReportOnce._keying)."""
+    from ldpfast.privacy.report_once import graph_identity
+
+    return Keying(secret, graph=graph_identity(secret, data))
+
+
 def test_transforms_copy_and_ledger():
     from torch_geometric.data import Data
 
-    from ldpfast.privacy.report_once import input_seed
     from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
 
     csr = random_graph(200, 600, 15)
@@ -674,7 +683,7 @@ def test_transforms_copy_and_ledger():
     assert [e.mechanism for e in out.ldp_ledger.entries] == ["grr", "dprr"]
     assert out.ldp_ledger.by_target()["edges"] == pytest.approx(2.0, abs=1e-9)
     # the transform's randomness is derived from (its seed, the input's identity)
-    ref = E.dprr(data, 2.0, seed=input_seed(1, "DPRR", data), eps1=0.5, public=data.public)
+    ref = E.dprr(data, 2.0, eps1=0.5, public=data.public, _keying=_transform_keying(1, data))
     assert torch.equal(out.edge_index, ref.edge_index)
     out2 = RREdges(eps=1.0, seed=2)(data)
     assert out2.ldp_ledger.entries[-1].mechanism == "rr_edges"
@@ -689,7 +698,6 @@ def test_transform_on_csr_stored_graph_keeps_csr_consistent():
     from torch_geometric.data import Data
 
     from ldpfast.graph import csr_of
-    from ldpfast.privacy.report_once import input_seed
     from ldpfast.transforms.edges import DPRR
 
     csr = random_graph(300, 900, 16)
@@ -698,7 +706,7 @@ def test_transform_on_csr_stored_graph_keeps_csr_consistent():
     data.__dict__["csr"] = csr  # how ldpfast.datasets stores CSR-only graphs
     out = DPRR(eps=2.0, seed=4, eps1=0.5)(data)
     assert "edge_index" not in out and data.__dict__["csr"] is csr
-    res = E.dprr(csr, 2.0, seed=input_seed(4, "DPRR", data), eps1=0.5)
+    res = E.dprr(csr, 2.0, eps1=0.5, _keying=_transform_keying(4, data))
     # data.csr has rows = message sources, i.e. what csr_of(edge_index) would build
     assert _same(csr_of(out), to_csr(res.edge_index, 300))
     out_or = DPRR(eps=2.0, seed=4, eps1=0.5, symmetrize="or")(data)
@@ -809,7 +817,6 @@ def test_transforms_equal_their_mechanism_for_every_input_form():
     the derived seed: from a sorted edge_index, an unsorted one and a stored CSR."""
     from torch_geometric.data import Data
 
-    from ldpfast.privacy.report_once import input_seed
     from ldpfast.transforms.edges import DPRR, LocalLap, RREdges
 
     n = 400
@@ -831,7 +838,7 @@ def test_transforms_equal_their_mechanism_for_every_input_form():
             data = make()
             tr = cls(seed=7, **kw)
             out = tr(data)
-            ref = fn(csr, seed=input_seed(7, cls.__name__, make()), **kw)
+            ref = fn(csr, **kw, _keying=_transform_keying(7, make()))
             got = tr.last_result.noisy
             assert _same(got, ref.noisy)
             if "edge_index" in data and ref.symmetrize == "none":  # col is the output's column row

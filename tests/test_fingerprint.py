@@ -267,14 +267,17 @@ def test_sparse_adjacencies_are_part_of_the_identity():
     assert R.fingerprint(a, KEY) != R.fingerprint(b, KEY)
 
 
-def test_neighbouring_graphs_get_independent_seeds():
+def test_neighbouring_graphs_get_independent_identities():
+    from ldpfast.privacy.users import context
+
     a, b = _graph(), _graph()
     b.edge_index[0, 3] = (b.edge_index[0, 3] + 1) % 30
-    sa, sb = R.input_seed(7, "DPRR", a), R.input_seed(7, "DPRR", b)
+    sa, sb = R.graph_identity(7, a), R.graph_identity(7, b)
     assert sa != sb
-    assert R.input_seed(7, "DPRR", _graph()) == sa  # re-access: same seed
-    assert R.input_seed(7, "RREdges", a) != sa  # another transform: another seed
-    assert R.input_seed(8, "DPRR", a) != sa
+    assert R.graph_identity(7, _graph()) == sa  # re-access: same identity, same reports
+    assert R.graph_identity(8, a) != sa  # keyed by the secret
+    # another transform (mechanism name in the derivation): other keys for the same graph
+    assert context(7, "default", "dprr", {}, sa).k_a != context(7, "default", "rr_edges", {}, sa).k_a
 
 
 def test_identity_attribute_tensor_is_keyed_and_hashed_by_the_kernel():
@@ -282,9 +285,9 @@ def test_identity_attribute_tensor_is_keyed_and_hashed_by_the_kernel():
     a.graph_id = torch.tensor([5])
     b = _graph(seed=1)
     b.graph_id = torch.tensor([5])
-    assert R.input_seed(3, "GRRFS", a, "graph_id") == R.input_seed(3, "GRRFS", b, "graph_id")
+    assert R.graph_identity(3, a, "graph_id") == R.graph_identity(3, b, "graph_id")
     b.graph_id = torch.tensor([6])
-    assert R.input_seed(3, "GRRFS", a, "graph_id") != R.input_seed(3, "GRRFS", b, "graph_id")
+    assert R.graph_identity(3, a, "graph_id") != R.graph_identity(3, b, "graph_id")
 
 
 def test_no_secret_or_fingerprint_is_stored():
@@ -335,7 +338,7 @@ def test_cuda_data_has_the_cpu_fingerprint():
     d.half = torch.rand(7).to(torch.bfloat16)
     want = R.fingerprint(d, KEY)
     assert R.fingerprint(d.to("cuda"), KEY) == want
-    assert R.input_seed(5, "DPRR", d.to("cuda")) == R.input_seed(5, "DPRR", d)
+    assert R.graph_identity(5, d.to("cuda")) == R.graph_identity(5, d)
 
 
 def test_empty_tensor_from_numpy_is_fingerprinted():

@@ -19,6 +19,7 @@ from scipy import stats
 
 import ldpfast
 from ldpfast import rng
+from ldpfast.privacy.users import Keying
 from ldpfast.mechanisms import grr, grr_fs, multibit_encode, multibit_rectify, onebit, rr_labels
 from ldpfast.privacy import (
     grr_fs_eps_x_exact,
@@ -361,26 +362,32 @@ def spec_multibit_row(x, eps, m, alpha, beta, seed, i):
     return out
 
 
+def keyed(call, secret):
+    """Run ``call(_keying=...)`` under ``secret``; returns (output, per-row report seeds): row i's
+    streams are CellRng(seeds[i], stream, 0, col) (ldpfast.privacy.users)."""
+    k = Keying(secret)
+    out, _ = call(_keying=k)
+    return out, [int(s) for s in k.last_seeds.numpy().view(np.uint64)]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("k", [[2, 3, 5, 2, 7, 1, 300], [2, 2, 4, 2, 8, 1, 2], [2] * 7])
 @pytest.mark.parametrize("m", [1, 4, 7])
 def test_grr_fs_matches_the_specification(backend, k, m):
-    seed = 0xFEEDFACE12345678
     rs = np.random.default_rng(1)
     x = torch.from_numpy(rs.integers(0, 2**30, (6, len(k))) % np.array(k))
-    out, _ = grr_fs(x, torch.tensor(k), 0.7, m, seed=seed, backend=backend)
+    out, seeds = keyed(lambda **kw: grr_fs(x, torch.tensor(k), 0.7, m, backend=backend, **kw), 0xFEEDFACE12345678)
     for i in (0, 3, 5):
-        assert out[i].tolist() == spec_grr_fs_row(x[i].tolist(), k, 0.7, m, seed, i)
+        assert out[i].tolist() == spec_grr_fs_row(x[i].tolist(), k, 0.7, m, seeds[i], 0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("m", [1, 3, 5])
 def test_multibit_matches_the_specification(backend, m):
-    seed = 77
     x = torch.rand(4, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3 - 1
-    out, _ = multibit_encode(x, 2.0, m, -1.0, 2.0, seed=seed, backend=backend)
+    out, seeds = keyed(lambda **kw: multibit_encode(x, 2.0, m, -1.0, 2.0, backend=backend, **kw), 77)
     for i in range(4):
-        assert out[i].tolist() == spec_multibit_row(x[i].tolist(), 2.0, m, -1.0, 2.0, seed, i)
+        assert out[i].tolist() == spec_multibit_row(x[i].tolist(), 2.0, m, -1.0, 2.0, seeds[i], 0)
 
 
 # Audit F1: a width beta - alpha that overflows (inf / inf = NaN at x = beta), subnormal widths,
@@ -399,14 +406,13 @@ def _extreme_values(alpha, beta):
     return inside + outside
 
 
-def _row_words(seed, stream, col, n, d):
-    """Words [0, d) of CellRng(seed, stream, i, col) for rows i < n, as an (n, d) uint64 array."""
-    nblk = (d + 3) // 4
-    i = np.repeat(np.arange(n, dtype=np.uint64), nblk)
+def _row_words(seeds, stream, col, d):
+    """Words [0, d) of CellRng(seeds[i], stream, 0, col) for every row i, as an (n, d) uint64 array."""
+    n, nblk = seeds.shape[0], (d + 3) // 4
     q = np.tile(np.arange(nblk, dtype=np.uint64), n)
-    ctr = np.stack([q, np.full_like(q, col), i & 0xFFFFFFFF,
-                    ((i >> 32) & 0xFFFF) | np.uint64(int(stream) << 16)], axis=1)
-    key = np.tile(np.array([[seed & 0xFFFFFFFF, seed >> 32]], np.uint64), (n * nblk, 1))
+    ctr = np.stack([q, np.full_like(q, col), np.zeros_like(q), np.full_like(q, int(stream) << 16)], axis=1)
+    s = np.repeat(seeds.astype(np.uint64), nblk)
+    key = np.stack([s & np.uint64(0xFFFFFFFF), s >> np.uint64(32)], axis=1)
     return rng.philox4x32_10(ctr, key).reshape(n, 4 * nblk)[:, :d].astype(np.uint64)
 
 
@@ -420,25 +426,26 @@ def test_onebit_thresholds_stay_in_range_for_extreme_ranges(alpha, beta, dtype):
         vals = [float(dtype(v)) for v in _extreme_values(alpha, beta)]
     Ts = np.array([onebit_T(v, alpha, beta, t_lo, span) for v in vals], np.uint64)
     assert Ts.min() >= t_lo and Ts.max() <= TWO32 - t_lo
-    n, d, seed = 4000, len(vals), 0x5EED_F1
+    n, d = 4000, len(vals)
+    seeds = np.random.default_rng(0x5EED_F1).integers(0, 2**63, n).astype(np.uint64) * np.uint64(3)
     x = np.tile(np.array(vals, dtype), (n, 1))
     outs = {}
     for b in BACKENDS:
         K = _backend.get("cpu", b)
         o1 = np.zeros((n, d), np.int8)
-        K.onebit(x, alpha, beta, t_lo, span, seed, o1)
+        K.onebit(x, alpha, beta, t_lo, span, seeds, o1)
         om = np.zeros((n, d), np.int8)
-        K.multibit_encode(x, d, alpha, beta, t_lo, span, seed, om)  # m = d: column order
+        K.multibit_encode(x, d, alpha, beta, t_lo, span, seeds, om)  # m = d: column order
         os_ = np.zeros((n, d), np.int8)
-        K.multibit_encode(x, 3, alpha, beta, t_lo, span, seed, os_)  # Floyd-sampled columns
+        K.multibit_encode(x, 3, alpha, beta, t_lo, span, seeds, os_)  # Floyd-sampled columns
         outs[b] = (o1, om, os_)
         # exact: each bit is [word < T(x)] with the clamped, in-range threshold
         for o, col in ((o1, 0), (om, 1)):
-            w = _row_words(seed, rng.Stream.ONEBIT, col, n, d)
+            w = _row_words(seeds, rng.Stream.ONEBIT, col, d)
             bad = int((o != np.where(w < Ts[None, :], 1, -1)).sum())
             assert bad == 0, f"{b}: {bad} bits differ from [word < T(x)]"
         for i in range(5):
-            assert os_[i].tolist() == spec_multibit_row(vals, 3.0, 3, alpha, beta, seed, i), b
+            assert os_[i].tolist() == spec_multibit_row(vals, 3.0, 3, alpha, beta, int(seeds[i]), 0), b
         # empirical P[+1] per x lies within the private band (binomial 5-sigma margin)
         freq = (o1 == 1).mean(axis=0)
         margin = 5 * math.sqrt(0.25 / n)
@@ -449,22 +456,22 @@ def test_onebit_thresholds_stay_in_range_for_extreme_ranges(alpha, beta, dtype):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_grr_and_labels_match_the_specification(backend):
-    seed, eps = 2**63 + 5, 0.8
+    secret, eps = 2**63 + 5, 0.8
     k = [3, 2, 6]
     x = torch.tensor([[2, 1, 5], [0, 0, 0], [1, 1, 3]])
-    out, _ = grr(x, torch.tensor(k), eps, seed=seed, backend=backend)
+    out, seeds = keyed(lambda **kw: grr(x, torch.tensor(k), eps, backend=backend, **kw), secret)
     for i in range(3):
-        keep = rng.CellRng(seed, rng.Stream.GRR, i, 0)
-        bits = PyBits(seed, rng.Stream.GRR, i, 1)
+        keep = rng.CellRng(seeds[i], rng.Stream.GRR, 0, 0)
+        bits = PyBits(seeds[i], rng.Stream.GRR, 0, 1)
         ref = [spec_grr_one(int(x[i, j]), k[j], grr_threshold(eps, k[j]), keep, bits) for j in range(3)]
         assert out[i].tolist() == ref
     y = torch.tensor([3, 0, 1, 4, 2])
     mask = torch.tensor([True, False, True, True, True])
-    out, _ = rr_labels(y, 5, eps, seed=seed, mask=mask, backend=backend)
+    out, seeds = keyed(lambda **kw: rr_labels(y, 5, eps, mask=mask, backend=backend, **kw), secret)
     for i in range(5):
         ref = int(y[i]) if not mask[i] else spec_grr_one(
-            int(y[i]), 5, grr_threshold(eps, 5), rng.CellRng(seed, rng.Stream.LABEL_RR, i, 0),
-            PyBits(seed, rng.Stream.LABEL_RR, i, 1))
+            int(y[i]), 5, grr_threshold(eps, 5), rng.CellRng(seeds[i], rng.Stream.LABEL_RR, 0, 0),
+            PyBits(seeds[i], rng.Stream.LABEL_RR, 0, 1))
         assert int(out[i]) == ref
 
 

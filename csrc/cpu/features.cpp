@@ -149,9 +149,12 @@ struct Cat {
     const uint64_t* T;
 };
 
-// The per-row report seeds (ldpfast/privacy/users.py): uint64 (n,), row i's streams keyed by seeds[i].
+// The per-row report seeds (ldpfast/privacy/users.py): uint64 (n,) (or int64 holding the same
+// bits, as torch stores them), row i's streams keyed by seeds[i].
 const uint64_t* seeds_of(const py::array& seeds, int64_t n) {
     check_size(seeds, n, "seeds");
+    if (py::isinstance<carray<int64_t>>(seeds))
+        return reinterpret_cast<const uint64_t*>(cdata_ptr<int64_t>(seeds, "seeds"));
     return cdata_ptr<uint64_t>(seeds, "seeds");
 }
 

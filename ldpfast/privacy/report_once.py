@@ -1,4 +1,9 @@
-"""One LDP report per user: the randomness a transform uses for an input.
+"""The identity of a graph whose rows are its users (transforms without ``user_key``).
+
+With ``user_key`` every report is keyed to its user (:mod:`ldpfast.privacy.users`); without
+one, the rows are the users *of this graph only*, and the graph's identity below enters every
+report key, so that a re-access of the same graph returns the same reports and two graphs never
+share bits.  (History: this module first derived one seed per input from this identity.)
 
 An LDP report must be made once per user.  Two ways to break that with a seeded
 transform (audit findings F2a and F2b, issue 15):
@@ -10,10 +15,11 @@ transform (audit findings F2a and F2b, issue 15):
   on every ``dataset[i]`` access; with new randomness each time, an observer collects many
   independent reports of the same users and a majority vote undoes the noise.
 
-A transform therefore never hands its seed to the kernel.  It derives the seed of each
-input from its own secret seed and a stable identity of that input::
+A transform therefore never hands its seed to the kernel.  Without user keys it mixes a stable
+identity of the input into the report keys (:func:`graph_identity`; the derivation is in
+:mod:`ldpfast.privacy.users`)::
 
-    input_seed = SHA-256("ldpfast/input-seed/v2" || secret seed || transform tag || identity)[:8]
+    graph = "rows-of:" || identity of the input
 
 * the same raw input (every re-access of ``dataset[i]``) gives the same identity, hence the
   same report: re-applying the transform releases nothing new;
@@ -68,7 +74,7 @@ import torch
 from .. import _backend
 from ..rng import resolve_seed
 
-__all__ = ["IDENTITY_DEFAULT", "check_identity", "fingerprint", "fingerprint_key", "input_seed",
+__all__ = ["IDENTITY_DEFAULT", "check_identity", "fingerprint", "fingerprint_key", "graph_identity",
            "whole_graph"]
 
 IDENTITY_DEFAULT = "content"
@@ -262,19 +268,11 @@ def _identity_bytes(data, identity: str, key: bytes, backend=None) -> bytes:
     return f"attr:{identity}={v!r}".encode()
 
 
-def input_seed(secret_seed: int, tag: str, data, identity: str = IDENTITY_DEFAULT,
-               backend: str | None = None) -> int:
-    """The 64-bit seed of one input: ``SHA-256(secret_seed || tag || identity of data)``.
-
-    ``tag`` names the transform (so two transforms of one input draw independent bits);
-    ``identity`` is ``"content"`` (keyed fingerprint of ``data``, see :func:`fingerprint`) or
-    the name of an attribute of ``data`` that identifies it; ``backend`` picks the CPU kernel
-    of the fingerprint (CUDA tensors are hashed on their device whatever it says).  The seed is
-    the same for the same content on every device and backend.
-    """
+def graph_identity(secret_seed: int, data, identity: str = IDENTITY_DEFAULT, backend: str | None = None) -> bytes:
+    """The identity of a graph whose rows are its users (no user keys), mixed into every report
+    key of a transform applied to it (:class:`ldpfast.privacy.users.Keying`'s ``graph``):
+    ``identity`` is ``"content"`` (keyed fingerprint of ``data``, see :func:`fingerprint`) or the
+    name of an attribute of ``data`` that identifies it.  The same for the same content on
+    every device and backend; secret (keyed), and never stored."""
     secret_seed = resolve_seed(secret_seed)
-    h = hashlib.sha256(b"ldpfast/input-seed/v2")
-    h.update(secret_seed.to_bytes(8, "little"))
-    h.update(tag.encode() + b"\0")
-    h.update(_identity_bytes(data, identity, fingerprint_key(secret_seed), backend))
-    return int.from_bytes(h.digest()[:8], "little")
+    return b"rows-of:" + _identity_bytes(data, identity, fingerprint_key(secret_seed), backend)

@@ -154,8 +154,9 @@ def user_keys_of(data, user_key: str | None, n: int, device, row_offset: int = 0
     return _checked_keys(v, n, device, f"data.{user_key}")
 
 
-def _kernels(device):
-    if device.type == "cuda":
+def _kernels(*ts):
+    """The userkey kernels for tensors living where ``ts`` live (``_backend.device_of``)."""
+    if _backend.device_of(*[t for t in ts if t is not None]) == "cuda":
         return _backend.get("cuda", "cuda"), True
     b = _backend.requested()
     return _backend.get("cpu", b if b in ("cpp", "numba") else "auto"), False
@@ -165,13 +166,13 @@ def _u64(t: torch.Tensor) -> np.ndarray:
     return t.numpy().view(np.uint64)
 
 
-def _finish(ctx: ReportContext, keys: torch.Tensor, digests, extra, ids: bool):
-    K, cuda = _kernels(keys.device)
+def _finish(ctx: ReportContext, keys: torch.Tensor, digests, extra, ids: bool, where=None):
+    K, cuda = _kernels(keys, where)
     n = keys.shape[0]
     seeds = torch.empty(n, dtype=torch.int64, device=keys.device)
     rids = torch.empty(n, dtype=torch.int64, device=keys.device) if ids else None
     if extra is not None:
-        extra = extra.to(device=keys.device, dtype=torch.int64).contiguous()
+        extra = extra.to(torch.int64).contiguous()  # on the users' device already (checked by the caller)
         if extra.shape != (n,):
             raise ValueError(f"extra: expected {n} per-user flags")
     if cuda:
@@ -202,12 +203,12 @@ def report_keys(ctx: ReportContext, keys: torch.Tensor, rows: torch.Tensor | Non
                                                                               device=r.device)
         b = b.contiguous()
         digests = torch.empty((n, 2), dtype=torch.int64, device=keys.device)
-        K, cuda = _kernels(keys.device)
+        K, cuda = _kernels(keys, rows)
         if cuda:
             K.row_digests(b, ctx.k_nh, ctx.k_pad, ctx.k_prf, digests)
         else:
             K.row_digests(b.numpy(), ctx.k_nh, ctx.k_pad, ctx.k_prf, _u64(digests))
-    return _finish(ctx, keys, digests, extra, ids)
+    return _finish(ctx, keys, digests, extra, ids, rows)
 
 
 def set_report_keys(ctx: ReportContext, keys: torch.Tensor, rowptr: torch.Tensor, col: torch.Tensor,
@@ -216,7 +217,7 @@ def set_report_keys(ctx: ReportContext, keys: torch.Tensor, rowptr: torch.Tensor
     (CSR ``rowptr``/``col`` over the same nodes): order-free, so renumbering rows changes nothing."""
     n = keys.shape[0]
     digests = torch.empty((n, 2), dtype=torch.int64, device=keys.device)
-    K, cuda = _kernels(keys.device)
+    K, cuda = _kernels(keys, rowptr)
     if cuda:
         K.set_digests(rowptr.contiguous(), col.contiguous(), keys, ctx.k_set, digests)
     else:
@@ -282,7 +283,7 @@ class Keying:
                 0 <= int(row_offset) < 2**62):
             raise ValueError(f"row_offset: expected an int in [0, 2^62), got {row_offset!r}")
         self.user_keys, self.row_offset, self.graph, self.ids = user_keys, int(row_offset), bytes(graph), ids
-        self.last = None
+        self.last = self.last_seeds = None
 
     def __repr__(self) -> str:  # never the secret
         return f"Keying(domain={self.domain!r}, user_keys={'rows' if self.user_keys is None else 'given'})"
@@ -302,6 +303,7 @@ class Keying:
         keys = self.keys(n, device)
         seeds, ids = report_keys(ctx, keys, rows, extra, ids=self.ids)
         self.last = (ctx, keys, ids)
+        self.last_seeds = seeds  # in memory only, for the specification tests
         return seeds
 
     def set_seeds(self, mechanism: str, params: dict, rowptr, col, *, extra=None) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch
 from torch_geometric.transforms import BaseTransform
 
 from ..privacy.budget import Ledger, Spent
-from ..privacy.report_once import _identity_bytes, check_identity, fingerprint_key, whole_graph
+from ..privacy.report_once import check_identity, graph_identity, whole_graph
 from ..privacy.store import ReportStore
 from ..privacy.users import DEFAULT_DOMAIN, Keying, check_domain, check_user_key, user_keys_of
 from ..rng import resolve_seed
@@ -82,9 +82,9 @@ class ReportOnce(BaseTransform):
         if self.user_key is not None:
             keys = user_keys_of(data, self.user_key, n, device)
             return Keying(self._seed, domain=self.dataset, user_keys=keys, ids=self.store is not None)
-        ident = _identity_bytes(data, self.identity, fingerprint_key(self._seed), getattr(self, "backend", None))
+        ident = graph_identity(self._seed, data, self.identity, getattr(self, "backend", None))
         self._note_graph(ident)
-        return Keying(self._seed, domain=self.dataset, graph=b"rows-of:" + ident)
+        return Keying(self._seed, domain=self.dataset, graph=ident)
 
     def _note_graph(self, ident: bytes) -> None:
         """Warn once when one transform without user keys randomises a second, different graph."""

@@ -99,6 +99,7 @@ from ._common import (  # noqa: F401
     _device,
     _edge_index_of,
     _graph_csr,
+    _graph_seed,
     _grid,
     _masked_csr,
     _num_public,

@@ -353,9 +353,14 @@ def _graph_seed(keying, mechanism: str, params: dict, pub) -> int:
     caller's secret, the dataset, the graph's identity and every parameter of the output law,
     the public set included (:mod:`ldpfast.privacy.users`), so two settings never share bits.
     The kernels address draws by (seed, stream, row, col): one release of this graph."""
-    b = b"" if pub is None else (pub.cpu().numpy() if isinstance(pub, torch.Tensor) else np.asarray(pub))
-    pd = hashlib.sha256(np.ascontiguousarray(b, np.uint8).tobytes()).hexdigest() if len(b) else ""
-    return keying.context(mechanism, {**params, "public": pd}).k_a
+    from ...privacy.report_once import _digests, fingerprint_key
+
+    pd = ""
+    if pub is not None and len(pub):  # keyed digest, where the mask lives (16 bytes come back)
+        header = f"public:uint8:{len(pub)}:".encode()  # the same for a host array and a device tensor
+        pd = _digests([(header, pub)], fingerprint_key(keying.secret))[0].hex()
+    keying.last_seeds = seed = keying.context(mechanism, {**params, "public": pd}).k_a  # (for the spec tests)
+    return seed
 
 
 def _grid(name: str, eps: float) -> tuple[float, int, int, float]:
