@@ -182,12 +182,25 @@ def cmd_randomize(args) -> int:
         if args.label_eps is None:
             raise SystemExit("ldpfast randomize: --labels needs --label-eps")
         labels = {"num_classes": args.labels, "eps": args.label_eps, "use_mask": not args.no_label_mask}
-    rep = randomize(args.input, args.output, seed=_randomize_seed(args), edges=edges, features=features,
-                    labels=labels, scheduler=args.scheduler, n_workers=args.workers,
-                    memory_limit=args.memory_limit, progress=not args.no_progress, engine=args.engine)
+    store = None
+    if args.store is not None:
+        from ldpfast.privacy import ReportStore
+
+        store = ReportStore(args.store, budget=args.budget)
+    elif args.budget is not None:
+        raise SystemExit("ldpfast randomize: --budget caps each user's total in a report store: give --store too")
+    try:
+        rep = randomize(args.input, args.output, seed=_randomize_seed(args), edges=edges, features=features,
+                        labels=labels, dataset=args.dataset, store=store, scheduler=args.scheduler,
+                        n_workers=args.workers, memory_limit=args.memory_limit, progress=not args.no_progress,
+                        engine=args.engine)
+        summary = None if store is None else store.summary(args.dataset)
+    finally:
+        if store is not None:
+            store.close()
     print(json.dumps({"output": str(args.output), "num_edges_out": rep.num_edges_out,
                       "spent": [sp.to_dict() for sp in rep.spent], "seconds": rep.seconds,
-                      "peak_rss_per_worker": rep.peak_rss}, indent=1, default=str))
+                      "peak_rss_per_worker": rep.peak_rss, "store": summary}, indent=1, default=str))
     return 0
 
 
@@ -241,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     pz.add_argument("--seed", type=int, default=None,
                     help="secret seed in [0, 2**64) (default: from the OS); never written to the output")
     pz.add_argument("--seed-file", default=None, help="read the secret seed from this file instead")
+    pz.add_argument("--dataset", default="default",
+                    help="the dataset's name: two datasets under one secret never share bits (default 'default')")
+    pz.add_argument("--store", default=None, metavar="SQLITE",
+                    help="per-user report store (needs shards with user_id): unchanged users cost nothing, new "
+                         "reports are charged to each user across runs")
+    pz.add_argument("--budget", type=float, default=None,
+                    help="with --store: cap on each user's total per privacy relation; users over it are withheld")
     pz.add_argument("--engine", choices=("cpp", "numba"), default="cpp",
                     help="DPRR/RR sampler per shard: cpp (fast, 32 bytes per node per task) or numba "
                          "(shard rows only); same output")

@@ -4,7 +4,7 @@
 // are reordered.  One body for csrc/cpu/edges_keyed.cpp and, line for line, the Numba twin
 // ldpfast/_numba/edges_keyed.py.
 //
-// Row i (private), coin seed s = seeds[i] (derived from the user's key and the parameters, not
+// Local row i (global id row0 + i; col holds global ids) (private), coin seed s = seeds[i] (derived from the user's key and the parameters, not
 // from their data: ldpfast/privacy/users.py), positions = user keys in [0, S):
 // * true edge j (a_ij = 1): one exact Bernoulli(p_true[i]) from CellRng(s, st_t, key_j, 0);
 // * false edges: positions hit by a Bernoulli field over [0, S) that does not look at the
@@ -46,6 +46,7 @@ struct KeyedArgs {
     const double* pf;           // mode 0: P[false edge]; mode 1: q (eq. 6)
     double pm;                  // mode 1: RR's flip probability 1 - p
     const uint8_t* pub;         // null: nobody public
+    int64_t row0;               // global id of local row 0 (a shard's rows; 0 for a whole graph)
 };
 
 // The level Lt of q in (0, 1]: 2^-(Lt+1) < q <= 2^-Lt, capped at L_TOP (halving is exact).
@@ -142,7 +143,7 @@ LDP_HD bool contains(const C* a, int64_t len, int64_t v) {
 template <class K, class C>
 LDP_HD int64_t candidate(const KeyedArgs<K>& A, int64_t i, const C* nb, int64_t d, int64_t k) {
     const int64_t j = (int64_t)A.row_of_key[k];
-    if (j < 0 || j == i || contains(nb, d, j)) return -1;
+    if (j < 0 || j == A.row0 + i || contains(nb, d, j)) return -1;
     return j;
 }
 

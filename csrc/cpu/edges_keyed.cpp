@@ -62,16 +62,19 @@ void keyed_t(const KeyedArgs<K>& A, const int64_t* rp, const C* col, int64_t n, 
 }
 
 // keyed_rr(rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, p_true, p_false_or_q, pm, pub,
-//          out_rowptr, out_col): out_col None = count pass (out_rowptr[i + 1] = row i's size),
-//          else the fill pass into out_col (int64) at the prefix-summed out_rowptr.
+//          out_rowptr, out_col, row0): out_col None = count pass (out_rowptr[i + 1] = row i's size),
+//          else the fill pass into out_col (int64) at the prefix-summed out_rowptr.  The m local
+//          rows are rows [row0, row0 + m) of the graph: col, keys (every user's key) and
+//          row_of_key are global; seeds, p_true, p_false and pub are per local row.
 void keyed_rr(py::array rowptr, py::array col, py::array keys, py::array row_of_key, py::array seeds, uint32_t st_t,
               uint32_t st_f, int mode, py::array p_true, py::array p_false, double pm, py::object pub,
-              py::array out_rowptr, py::object out_col) {
+              py::array out_rowptr, py::object out_col, int64_t row0) {
     const int64_t* rp = cdata_ptr<int64_t>(rowptr, "rowptr");
     const int64_t n = (int64_t)rowptr.size() - 1;
     KeyedArgs<int64_t> A;
     A.keys = cdata_ptr<int64_t>(keys, "keys");
-    check_size(keys, n, "keys");
+    if ((int64_t)keys.size() < row0 + n) throw std::invalid_argument("keys: expected one key per user of the graph");
+    A.row0 = row0;
     A.row_of_key = cdata_ptr<int64_t>(row_of_key, "row_of_key");
     A.S = (int64_t)row_of_key.size();
     A.seeds = cdata_ptr<uint64_t>(seeds, "seeds");
@@ -126,7 +129,7 @@ void register_edges_keyed(py::module_& m) {
     m.def("keyed_rr", &keyed_rr, "User-keyed Warner RR / DPRR sampler, count or fill pass (csrc/common/edges_keyed.h)",
           py::arg("rowptr"), py::arg("col"), py::arg("keys"), py::arg("row_of_key"), py::arg("seeds"), py::arg("st_t"),
           py::arg("st_f"), py::arg("mode"), py::arg("p_true"), py::arg("p_false"), py::arg("pm"), py::arg("pub"),
-          py::arg("out_rowptr"), py::arg("out_col"));
+          py::arg("out_rowptr"), py::arg("out_col"), py::arg("row0") = 0);
     m.def("keyed_dlap", &keyed_dlap, "DPRR's per-user degree noise from per-user seeds", py::arg("seeds"), py::arg("t"),
           py::arg("s"), py::arg("out"));
 }

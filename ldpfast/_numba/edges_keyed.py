@@ -76,7 +76,7 @@ def _contains(col, b, d, v):
 
 
 @jit
-def _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, pub, has_pub, out):
+def _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, pub, has_pub, out, row0):
     """Row i's sorted noisy list into out; returns its length (out grows as needed: returned too)."""
     b, e = rowptr[i], rowptr[i + 1]
     d = e - b
@@ -128,7 +128,7 @@ def _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, 
         if h > 0 and k == hits[h - 1]:
             continue
         j = np.int64(row_of_key[k])
-        if j < 0 or j == i or _contains(col, b, d, j):
+        if j < 0 or j == row0 + i or _contains(col, b, d, j):
             continue
         keep = True
         if mode == 1:
@@ -155,13 +155,14 @@ def _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, 
 
 
 @pjit
-def _keyed(rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, pub, has_pub, orp, ocol, fill):
+def _keyed(rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, pub, has_pub, orp, ocol, fill, row0):
     n = rowptr.shape[0] - 1
     nblk = (n + 255) // 256
     for blk in nb.prange(nblk):
         buf = np.empty(64, np.int64)
         for i in range(blk * 256, min(n, (blk + 1) * 256)):
-            buf, cnt = _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, pub, has_pub, buf)
+            buf, cnt = _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, pub, has_pub, buf,
+                            row0)
             if fill:
                 o = orp[i]
                 for t in range(cnt):
@@ -171,12 +172,15 @@ def _keyed(rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, p
 
 
 def keyed_rr(rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, p_true, p_false, pm, pub, out_rowptr,
-             out_col) -> None:
-    """As the C++ ``keyed_rr`` (count pass with ``out_col=None``, else fill)."""
+             out_col, row0=0) -> None:
+    """As the C++ ``keyed_rr`` (count pass with ``out_col=None``, else fill; local rows
+    ``[row0, row0 + m)`` of the graph)."""
     n = rowptr.shape[0] - 1
     if mode not in (0, 1):
         raise ValueError("mode: expected 0 (RR) or 1 (DPRR)")
-    for a, name, size in ((keys, "keys", n), (seeds, "seeds", n), (p_true, "p_true", n), (p_false, "p_false", n),
+    if keys.shape[0] < row0 + n:
+        raise ValueError("keys: expected one key per user of the graph")
+    for a, name, size in ((seeds, "seeds", n), (p_true, "p_true", n), (p_false, "p_false", n),
                           (out_rowptr, "out_rowptr", n + 1)):
         if a.shape[0] != size:
             raise ValueError(f"{name}: expected {size} elements")
@@ -185,7 +189,7 @@ def keyed_rr(rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, p_true, p_f
         raise ValueError(f"out_col: expected {int(out_rowptr[n])} elements")
     _keyed(rowptr, col, keys, np.ascontiguousarray(row_of_key, np.int64), seeds, np.uint64(st_t), np.uint64(st_f),
            np.int64(mode), p_true, p_false, float(pm), np.zeros(1, np.uint8) if pub is None else pub,
-           pub is not None, out_rowptr, np.zeros(1, np.int64) if out_col is None else out_col, fill)
+           pub is not None, out_rowptr, np.zeros(1, np.int64) if out_col is None else out_col, fill, np.int64(row0))
 
 
 @pjit

@@ -47,16 +47,23 @@ def _edges_table(rowptr: np.ndarray, col: np.ndarray, row0: int):
     return pa.table({"src": src, "dst": col.astype(np.int64, copy=False)})
 
 
-def _nodes_table(x: np.ndarray | None = None, y: np.ndarray | None = None, y_mask: np.ndarray | None = None):
+#: Per-node columns of a nodes file besides ``x`` (input: user_id, y, y_mask; output: the masks of
+#: the randomised labels and of the users a store withheld).
+NODE_COLUMNS = ("user_id", "y", "y_mask", "y_rr_mask", "x_withheld", "y_withheld", "edge_withheld")
+
+
+def _nodes_table(x: np.ndarray | None = None, **columns):
+    """A nodes table: ``x`` as fixed-size lists, then the 1-D ``columns`` (NODE_COLUMNS) given."""
     pa, _ = _require_pyarrow()
     cols = {}
     if x is not None:
         d = x.shape[1]
         cols["x"] = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(x).reshape(-1)), d)
-    if y is not None:
-        cols["y"] = pa.array(y)
-    if y_mask is not None:
-        cols["y_mask"] = pa.array(y_mask)
+    for name, v in columns.items():
+        if name not in NODE_COLUMNS:
+            raise ValueError(f"nodes: unknown column {name!r}")
+        if v is not None:
+            cols[name] = pa.array(v)
     return pa.table(cols)
 
 
@@ -70,7 +77,7 @@ def _read_nodes(path: Path, m: int) -> dict[str, np.ndarray]:
         col = t.column("x").combine_chunks()
         d = col.type.list_size
         out["x"] = col.values.to_numpy(zero_copy_only=False).reshape(m, d)
-    for name in ("y", "y_mask"):
+    for name in NODE_COLUMNS:
         if name in t.column_names:
             out[name] = t.column(name).to_numpy()
     return out
@@ -95,7 +102,7 @@ def _read_edges(path: Path, a: int, b: int, n: int):
 
 
 def write_shards(graph, path, num_shards: int, *, x: torch.Tensor | None = None, y: torch.Tensor | None = None,
-                 y_mask: torch.Tensor | None = None) -> dict:
+                 y_mask: torch.Tensor | None = None, user_id: torch.Tensor | None = None) -> dict:
     """Store a graph (and optional node data) as row-block Parquet shards (module docstring).
 
     For tests and for owners who still hold the graph in one place; a graph that never was
@@ -112,6 +119,9 @@ def write_shards(graph, path, num_shards: int, *, x: torch.Tensor | None = None,
         entries plus rows.
     x, y, y_mask : torch.Tensor, optional
         ``(n, d)`` features, ``(n,)`` labels and the bool mask of nodes that report a label.
+    user_id : torch.Tensor, optional
+        ``(n,)`` int64 user keys (distinct, in ``[0, 2^63)``; dense for the edge mechanisms):
+        :func:`randomize` then keys every report to its user (see :mod:`ldpfast.privacy.users`).
 
     Returns
     -------
@@ -124,7 +134,7 @@ def write_shards(graph, path, num_shards: int, *, x: torch.Tensor | None = None,
     csr = _graph_csr(graph, None)
     n = csr.num_nodes
     num_shards = check_int("num_shards", num_shards, 1, n)
-    for name, t, dims in (("x", x, 2), ("y", y, 1), ("y_mask", y_mask, 1)):
+    for name, t, dims in (("x", x, 2), ("y", y, 1), ("y_mask", y_mask, 1), ("user_id", user_id, 1)):
         if t is not None and (not isinstance(t, torch.Tensor) or t.dim() != dims or t.shape[0] != n):
             raise ValueError(f"{name}: expected a {dims}-D tensor with {n} rows")
     path = Path(path)
@@ -143,22 +153,24 @@ def write_shards(graph, path, num_shards: int, *, x: torch.Tensor | None = None,
         e_name = f"edges-{s:05d}.parquet"
         _write_atomic(_edges_table(rp[a:b + 1] - rp[a], col[rp[a]:rp[b]], a), path / e_name)
         nodes = None
-        if x is not None or y is not None:
+        if x is not None or y is not None or user_id is not None:
             nodes = f"nodes-{s:05d}.parquet"
-            _write_atomic(_nodes_table(None if x is None else x[a:b].numpy(), None if y is None else y[a:b].numpy(),
-                                       None if y_mask is None else y_mask[a:b].numpy()), path / nodes)
+            part = {k: None if v is None else v[a:b].numpy() for k, v in
+                    (("y", y), ("y_mask", y_mask), ("user_id", None if user_id is None else user_id.to(torch.int64)))}
+            _write_atomic(_nodes_table(None if x is None else x[a:b].numpy(), **part), path / nodes)
         shards.append({"row_start": a, "row_end": b, "nnz": int(rp[b] - rp[a]), "edges": e_name, "nodes": nodes})
     meta = {"format": FORMAT, "num_nodes": n, "num_edges": int(csr.nnz), "shards": shards,
             "x": None if x is None else {"dtype": str(x.dtype).replace("torch.", ""), "d": int(x.shape[1])},
-            "y": y is not None, "pyarrow": pa.__version__}
+            "y": y is not None, "user_id": user_id is not None, "pyarrow": pa.__version__}
     (path / "meta.json").write_text(json.dumps(meta, indent=1))
     return meta
 
 
 def read_shards(path) -> dict[str, Any]:
     """Gather a shard set into memory: ``{"edge_index": (2, E) int64, "num_nodes": n}`` plus
-    ``x``, ``y``, ``y_mask`` when stored.  For tests and small outputs only (it is the one
-    function here that gathers)."""
+    ``x`` and the per-node columns stored (``y``, ``y_mask``, ``user_id``; in an output:
+    ``y_rr_mask``, the nodes whose label was randomised, and the ``*_withheld`` masks).  For
+    tests and small outputs only (it is the one function here that gathers)."""
     _, pq = _require_pyarrow()
     path = Path(path)
     meta = _load_meta(path)
@@ -173,7 +185,7 @@ def read_shards(path) -> dict[str, Any]:
     out: dict[str, Any] = {"num_nodes": meta["num_nodes"], "meta": meta}
     if src:
         out["edge_index"] = torch.from_numpy(np.stack([np.concatenate(src), np.concatenate(dst)]))
-    for key in ("x", "y", "y_mask"):
+    for key in ("x",) + NODE_COLUMNS:
         if nodes and key in nodes[0]:
             out[key] = torch.from_numpy(np.concatenate([nd[key] for nd in nodes]))
     return out

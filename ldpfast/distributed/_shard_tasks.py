@@ -1,9 +1,12 @@
 """The per-shard tasks of :mod:`ldpfast.distributed.shards`, run on Dask workers: validation
-(pass 1), the DPRR / RR edge task, the feature and label randomisers, and LocalLap's
-rounds, histograms, ties and writes.  Each reads only its own shard and draws with its
-global row ids."""
+(pass 1, with the graph's identity when the shards carry no user ids), the report ids for a
+store, the DPRR / RR edge task, the feature and label randomisers, and LocalLap's degrees,
+rounds, histograms, ties and writes.  Each reads only its own shard (and, with user ids, every
+shard's id column: a bit of an edge report is addressed by the two users' keys), and derives
+its reports exactly as the single-machine call does (:mod:`ldpfast.privacy.users`)."""
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import time
@@ -34,6 +37,53 @@ class _Plan:
     labels: dict | None = None
     rounds: list = field(default_factory=list)  # LocalLap: (rnd, pi, lo, hi) per round
     engine: str = "cpp"  # DPRR / RR sampler: "cpp" (n-row view) or "numba" (shard rows only)
+    dataset: str = "default"  # the domain separator of every report
+    keyed: bool = False  # the shards carry user ids: every report keyed to its user
+    graph: bytes = field(default=b"", repr=False)  # without user ids: the input's keyed identity
+    edge_seed: int = field(default=0, repr=False)  # without user ids: the edge mechanism's graph seed
+    store: bool = False  # a report store: pass 1 writes report ids, pass 2 reads the withheld users
+
+
+def _keying(plan: _Plan, a: int, m: int, ids: bool = False):
+    """The Keying of rows [a, a + m): their user ids, or row ids plus the graph's identity
+    (as a single-machine call with ``user_keys``, or a transform without them)."""
+    from ..privacy.users import Keying
+
+    if plan.keyed:
+        return Keying(plan.seed, domain=plan.dataset, user_keys=torch.from_numpy(_all_keys(plan.in_dir)[a:a + m]),
+                      ids=ids)
+    return Keying(plan.seed, domain=plan.dataset, graph=plan.graph, row_offset=a)
+
+
+@functools.lru_cache(maxsize=2)
+def _all_keys(in_dir: str) -> np.ndarray:
+    """Every user's id, in row order (each shard's ``user_id`` column; read once per worker)."""
+    from ._shard_io import _load_meta
+
+    meta = _load_meta(Path(in_dir))
+    parts = [_read_nodes(Path(in_dir) / sh["nodes"], sh["row_end"] - sh["row_start"])["user_id"]
+             for sh in meta["shards"]]
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.int64)
+
+
+def identity_part(seed: int, dataset: str, a: int, n: int, rp: np.ndarray, col: np.ndarray, nodes: dict) -> int:
+    """This block's term of a graph's identity (no user ids): the sum mod 2^64 of a keyed PRF of
+    each row's (global id, neighbour set, x, y, y_mask) (:mod:`ldpfast.privacy.users`), so the
+    sum does not depend on the shard layout."""
+    from ..privacy.users import context, report_keys, set_report_keys
+
+    m = rp.shape[0] - 1
+    cols = [c for c in ("x", "y", "y_mask", "user_id") if c in nodes]
+    params = {"columns": cols, "dtypes": [str(nodes[c].dtype) for c in cols], "n": n}
+    parts = [np.ascontiguousarray(nodes[c]).reshape(m, -1).view(np.uint8) for c in cols]
+    packed = np.ascontiguousarray(np.concatenate(parts, axis=1)) if parts else np.zeros((m, 0), np.uint8)
+    ids = torch.arange(a, a + m, dtype=torch.int64)
+    _, r1 = report_keys(context(seed, dataset, "graph-identity/rows", params), ids, torch.from_numpy(packed),
+                        ids=True)
+    _, r2 = set_report_keys(context(seed, dataset, "graph-identity/edges", params), ids, torch.from_numpy(rp),
+                            torch.from_numpy(col), ids=True, node_keys=torch.arange(n, dtype=torch.int64))
+    with np.errstate(over="ignore"):
+        return int(r1.sum(dtype=np.uint64) + r2.sum(dtype=np.uint64))
 
 
 def _kernels():
@@ -84,14 +134,16 @@ def _fault(plan: _Plan, s: int, where: str) -> None:
 
 
 def _validate_task(plan: _Plan, s: int, sh: dict) -> dict:
-    """Pass 1: read and check the shard; LocalLap: its noisy-degree sum."""
+    """Pass 1: read and check the shard; without user ids, its term of the graph's identity;
+    with them (shard 0), every user's id: distinct, in [0, 2^63)."""
     from ..mechanisms.edges import _FLAG_MSG
     from ._rows import check_rows
 
     a, b = int(sh["row_start"]), int(sh["row_end"])
     _fault(plan, s, "validate")
     out: dict[str, Any] = {"shard": s}
-    if plan.edges is not None:
+    rp = col = None
+    if plan.edges is not None or not plan.keyed:
         rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
         if int(rp[-1]) != int(sh["nnz"]):
             raise ValueError(f"graph: {sh['edges']} has {int(rp[-1])} entries, meta.json says {sh['nnz']}")
@@ -101,15 +153,21 @@ def _validate_task(plan: _Plan, s: int, sh: dict) -> dict:
             raise ValueError(f"graph: shard {s} (rows [{a}, {b})): the neighbour lists must form a simple "
                              "undirected graph; found " + "; ".join(bad))
         out["hash"] = int(h)
-        if plan.edges["mechanism"] == "locallap":
-            noise = np.empty((b - a, 1), dtype=np.int64)
-            _kernels().fill_discrete_laplace(noise, plan.seed, int(Stream.LOCALLAP), a, plan.edges["t1"],
-                                             plan.edges["s1"])
-            out["noise_sum"] = int(noise.sum())
+    nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a) if sh.get("nodes") else {}
+    if plan.keyed and s == 0:  # every user's id, once (each task reads them all anyway)
+        from ..privacy.users import _checked_keys
+
+        keys = _all_keys(plan.in_dir)
+        _checked_keys(torch.from_numpy(keys), plan.n, "cpu", "user_id (the shards' column)")
+        if plan.edges is not None:
+            from ..mechanisms.edges._keyed import key_table
+
+            key_table(keys, plan.edges["mechanism"])  # dense enough for the keyed samplers
+    if not plan.keyed:
+        out["identity"] = identity_part(plan.seed, plan.dataset, a, plan.n, rp, col, nd)
     if plan.features is not None or plan.labels is not None:
         if not sh.get("nodes"):
             raise ValueError(f"in_dir: shard {s} has no nodes file, but features or labels were asked for")
-        nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a)
         if plan.features is not None:
             if "x" not in nd:
                 raise ValueError(f"x: shard {s} stores no features")
@@ -153,36 +211,90 @@ def _check_features(spec: dict, x: np.ndarray, a: int) -> None:
                              f"[alpha, beta] = [{spec['alpha']}, {spec['beta']}]")
 
 
-def _randomize_nodes(plan: _Plan, s: int, sh: dict, stage: Path) -> str | None:
-    """Features and labels of the shard with ``row_offset = row_start``; the output file name."""
-    if plan.features is None and plan.labels is None:
-        return None
+def _ll_degree_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """LocalLap: the shard's noisy-degree sum (with the graph's seed, known after pass 1)."""
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    noise = np.empty((b - a, 1), dtype=np.int64)
+    _kernels().fill_discrete_laplace(noise, plan.edge_seed, int(Stream.LOCALLAP), a, plan.edges["t1"],
+                                     plan.edges["s1"])
+    return {"shard": s, "noise_sum": int(noise.sum())}
+
+
+def _release_of(keying, spent, users_mask=None) -> dict:
+    """What the driver's store needs of one mechanism's release on a shard: the public
+    parameters, and per row the user, their report id and whether they report."""
+    ctx, keys, ids = keying.last
+    rep = np.ones(keys.shape[0], bool) if users_mask is None else np.asarray(users_mask, bool)
+    info = {"mechanism": ctx.mechanism, "params_digest": ctx.params_digest, "params": ctx.params,
+            "relation": spent.relation, "eps": spent.eps, "delta": spent.delta}
+    return {"info": info, "users": keys.numpy(), "rids": ids, "rep": rep}
+
+
+def _ids_path(plan: _Plan, s: int) -> Path:
+    return Path(plan.stage) / f".ids-{s:05d}.npz"
+
+
+def _withheld_path(plan: _Plan, s: int) -> Path:
+    return Path(plan.stage) / f".withheld-{s:05d}.npz"
+
+
+def _node_outputs(plan: _Plan, s: int, sh: dict, withheld: dict, releases: dict | None) -> dict:
+    """Features and labels of the shard, keyed like the single-machine calls (``_keying``);
+    users a store withheld report nothing (features 0, label -1) and are marked.  Returns the
+    output columns; ``releases`` (pass 1 with a store) receives each mechanism's report ids."""
     from ..mechanisms import features as F
     from ..mechanisms.labels import rr_labels
 
     a, b = int(sh["row_start"]), int(sh["row_end"])
-    nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], b - a)
-    xo = yo = None
+    m = b - a
+    cols: dict[str, Any] = {}
+    if plan.features is None and plan.labels is None:
+        return cols
+    nd = _read_nodes(Path(plan.in_dir) / sh["nodes"], m)
     if plan.features is not None:
         f = plan.features
         x = torch.from_numpy(np.array(nd["x"], order="C"))  # writable copy of the Arrow buffer
+        k = _keying(plan, a, m, ids=releases is not None)
         mech = f["mechanism"]
         if mech == "grr":
-            xo = F.grr(x, f["k"], f["eps"], plan.seed, row_offset=a)[0]
+            xo, sp = F.grr(x, f["k"], f["eps"], _keying=k)
         elif mech == "grr_fs":
-            xo = F.grr_fs(x, f["k"], f["eps"], f["m"], plan.seed, row_offset=a)[0]
+            xo, sp = F.grr_fs(x, f["k"], f["eps"], f["m"], _keying=k)
         elif mech == "onebit":
-            xo = F.onebit(x, f["eps"], f["alpha"], f["beta"], plan.seed, row_offset=a)[0]
+            xo, sp = F.onebit(x, f["eps"], f["alpha"], f["beta"], _keying=k)
         else:
-            xo = F.multibit_encode(x, f["eps"], f["m"], f["alpha"], f["beta"], plan.seed, row_offset=a)[0]
+            xo, sp = F.multibit_encode(x, f["eps"], f["m"], f["alpha"], f["beta"], _keying=k)
         xo = xo.numpy()
+        if releases is not None:
+            releases["features"] = _release_of(k, sp)
+        w = withheld.get("features")
+        if w is not None:
+            xo[w] = 0
+            cols["x_withheld"] = w
+        cols["x"] = xo
     if plan.labels is not None:
         lab = plan.labels
         y = torch.from_numpy(np.array(nd["y"]))
-        mask = torch.from_numpy(np.array(nd["y_mask"])) if (lab.get("use_mask", True) and "y_mask" in nd) else None
-        yo = rr_labels(y, lab["num_classes"], lab["eps"], plan.seed, mask=mask, row_offset=a)[0].numpy()
+        mask = np.array(nd["y_mask"], bool) if (lab.get("use_mask", True) and "y_mask" in nd) else np.ones(m, bool)
+        k = _keying(plan, a, m, ids=releases is not None)
+        yo, sp = rr_labels(y, lab["num_classes"], lab["eps"], mask=torch.from_numpy(mask), _keying=k)
+        yo = yo.numpy()
+        if releases is not None:
+            releases["labels"] = _release_of(k, sp, mask)
+        w = withheld.get("labels")
+        if w is not None:
+            yo = np.where(w, -1, yo)
+            mask = mask & ~w
+            cols["y_withheld"] = w
+        cols["y"], cols["y_rr_mask"] = yo, mask  # which labels are reports (the rest are raw)
+    return cols
+
+
+def _write_nodes(plan: _Plan, s: int, cols: dict) -> str | None:
+    if not cols:
+        return None
     name = f"nodes-{s:05d}.parquet"
-    _write_atomic(_nodes_table(xo, yo), stage / name)
+    _write_atomic(_nodes_table(cols.pop("x", None), **cols), Path(plan.stage) / name)
     return name
 
 
@@ -200,13 +312,13 @@ def _rr_shard(plan: _Plan, a: int, rp: np.ndarray, col: np.ndarray, streams, pt,
     if plan.engine == "numba":
         from ._rows import rr_rows
 
-        return rr_rows(a, n, rp, col, plan.seed, streams, pt, pf)
+        return rr_rows(a, n, rp, col, plan.edge_seed, streams, pt, pf)
     ptp = np.zeros(n)
     ptp[a:a + m] = pt
     pfp = np.zeros(n)
     pfp[a:a + m] = pf
     res = _rr_sample(CSR(torch.from_numpy(_padded_rowptr(rp, a, n)), torch.from_numpy(col), n), ptp, pfp,
-                     plan.seed, streams=streams)
+                     plan.edge_seed, streams=streams)
     return res.rowptr.numpy()[a:a + m + 1].copy(), res.col.numpy()
 
 
@@ -219,19 +331,22 @@ def _padded_rowptr(rp: np.ndarray, a: int, n: int) -> np.ndarray:
     return rpp
 
 
-def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
-    """Pass 2 of DPRR / RR (and the node mechanisms): randomise the shard and write it."""
+def _edge_rows(plan: _Plan, s: int, sh: dict, withheld: dict, releases: dict | None):
+    """The shard's DPRR / RR lists (local rowptr, global col), or None for no such mechanism."""
     from ..mechanisms.edges import _bit_probs, _rr_probs
-    stage = Path(plan.stage)
-    a, b = int(sh["row_start"]), int(sh["row_end"])
-    out: dict[str, Any] = {"shard": s, "edges": None, "nnz_out": 0}
+
     e = plan.edges
-    if e is not None and e["mechanism"] in ("dprr", "rr"):
-        rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+    if e is None or e["mechanism"] not in ("dprr", "rr"):
+        return None
+    a, b = int(sh["row_start"]), int(sh["row_end"])
+    rp, col = _read_edges(Path(plan.in_dir) / sh["edges"], a, b, plan.n)
+    if plan.keyed:
+        orp, ocol = _keyed_edges(plan, s, a, rp, col, releases)
+    else:
         deg = np.diff(rp)
         if e["mechanism"] == "dprr":
             noise = np.empty((b - a, 1), dtype=np.int64)
-            _kernels().fill_discrete_laplace(noise, plan.seed, int(Stream.DPRR_DEGREE), a, e["t"], e["s"])
+            _kernels().fill_discrete_laplace(noise, plan.edge_seed, int(Stream.DPRR_DEGREE), a, e["t"], e["s"])
             d_star = deg.astype(np.float64) + e["g"] * noise[:, 0].astype(np.float64)
             del noise
             _, _, _, pt, pf = _bit_probs(d_star, plan.n, e["eps2"])
@@ -242,11 +357,73 @@ def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
             streams = (Stream.RR_EDGES, 0, Stream.RR_EDGES, 1)
         _fault(plan, s, "sample")
         orp, ocol = _rr_shard(plan, a, rp, col, streams, pt, pf)
-        del rp, col, pt, pf
+    w = withheld.get("edges")
+    if w is not None and w.any():  # withheld users report an empty list
+        keep = ~np.repeat(w, np.diff(orp))
+        ocol = ocol[keep]
+        orp = np.concatenate([[0], np.cumsum(np.where(w, 0, np.diff(orp)))]).astype(np.int64)
+    return orp, ocol
+
+
+def _keyed_edges(plan: _Plan, s: int, a: int, rp: np.ndarray, col: np.ndarray, releases: dict | None):
+    """DPRR / RR keyed to users on the shard's rows: the single-machine row functions
+    (``dprr_keyed_rows``, ``rr_keyed_rows``) on rows [a, a + m), every user's id read from the
+    shards."""
+    from ..mechanisms.edges.degree_preserving import dprr_keyed_rows
+    from ..mechanisms.edges.rr import rr_keyed_rows
+    from ..privacy.budget import Spent
+
+    e = plan.edges
+    keys = _all_keys(plan.in_dir)
+    k = _keying(plan, a, rp.shape[0] - 1, ids=releases is not None)
+    _fault(plan, s, "sample")
+    if e["mechanism"] == "dprr":
+        orp, ocol, _, _ = dprr_keyed_rows(k, e["law"], rp, col, keys, n_q=e["n_q"], p=e["p"], pm=e["pm"], row0=a)
+    else:
+        orp, ocol = rr_keyed_rows(k, e["eps"], rp, col, keys, row0=a)
+    if releases is not None:
+        name = "dprr" if e["mechanism"] == "dprr" else "rr_edges"
+        releases["edges"] = _release_of(k, Spent(name, "edges", e["eps_spent"]))
+    return orp, ocol
+
+
+def _ids_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """With a store, before anything is released: each mechanism's report ids of the shard's
+    users, saved under staging; returns the public parameters of each release."""
+    releases: dict = {}
+    _edge_rows(plan, s, sh, {}, releases)
+    _node_outputs(plan, s, sh, {}, releases)
+    arrays = {}
+    for mech, r in releases.items():
+        arrays[f"{mech}_users"], arrays[f"{mech}_rids"], arrays[f"{mech}_rep"] = r["users"], r["rids"], r["rep"]
+    tmp = _ids_path(plan, s).with_name(f".ids-{s:05d}.{uuid.uuid4().hex}.tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, _ids_path(plan, s))
+    return {"shard": s, "releases": {mech: r["info"] for mech, r in releases.items()}}
+
+
+def _edge_task(plan: _Plan, s: int, sh: dict) -> dict:
+    """Pass 2 of DPRR / RR (and the node mechanisms): randomise the shard and write it."""
+    a = int(sh["row_start"])
+    withheld: dict = {}
+    if plan.store:
+        with np.load(_withheld_path(plan, s)) as z:
+            withheld = {k: z[k] for k in z.files}
+    out: dict[str, Any] = {"shard": s, "edges": None, "nnz_out": 0}
+    rows = _edge_rows(plan, s, sh, withheld, None)
+    if rows is not None:
+        orp, ocol = rows
         name = f"part-{s:05d}.parquet"
-        _write_atomic(_edges_table(orp, ocol, a), stage / name)
+        _write_atomic(_edges_table(orp, ocol, a), Path(plan.stage) / name)
         out.update(edges=name, nnz_out=int(orp[-1]))
-    out["nodes"] = _randomize_nodes(plan, s, sh, stage)
+    cols = _node_outputs(plan, s, sh, withheld, None)
+    if "edges" in withheld:
+        cols["edge_withheld"] = withheld["edges"]
+    if plan.keyed:  # the output names its users (rows of the output are the input's rows)
+        cols["user_id"] = _all_keys(plan.in_dir)[a:int(sh["row_end"])]
+    if "y_rr_mask" in cols:
+        out["labels_randomised"] = int(cols["y_rr_mask"].sum())
+    out["nodes"] = _write_nodes(plan, s, cols)
     return out
 
 
@@ -283,10 +460,10 @@ def _ll_round_task(plan: _Plan, s: int, sh: dict) -> dict:
     ones = prev["ones"]
     # the skip path's rate, the single-machine double
     p_true = _tail(e["s2"] / e["t2"], lo - e["G2"]) if rnd == 0 and lo != np.iinfo(np.int64).min else 0.0
-    ll_edge_values(np.int64(a), rp, col, np.uint64(plan.seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
+    ll_edge_values(np.int64(a), rp, col, np.uint64(plan.edge_seed), np.uint64(e["t2"]), np.uint64(e["s2"]),
                    np.int64(e["G2"]), np.uint32(rnd), np.int64(lo), np.int64(hi), float(p_true), ones)
     _fault(plan, s, "locallap")
-    orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.seed, rnd, pi, lo, zhi, split, e["t2"], e["s2"])
+    orp, oc, ov = ll_zero_rows(a, plan.n, erp, ecol, plan.edge_seed, rnd, pi, lo, zhi, split, e["t2"], e["s2"])
     prev.update({f"rp{rnd}": orp, f"c{rnd}": oc, f"v{rnd}": ov})
     tmp = work.with_name(f".{work.name}.{uuid.uuid4().hex}.tmp.npz")
     np.savez(tmp, **prev)
@@ -367,6 +544,9 @@ def _ll_write_task(plan: _Plan, s: int, sh: dict, chosen: list[np.ndarray]) -> d
     _fault(plan, s, "write")
     _write_atomic(_edges_table(U.rowptr.numpy(), U.col.numpy(), a), stage / name)
     out = {"shard": s, "edges": name, "nnz_out": int(U.nnz)}
-    out["nodes"] = _randomize_nodes(plan, s, sh, stage)
+    cols = _node_outputs(plan, s, sh, {}, None)
+    if "y_rr_mask" in cols:
+        out["labels_randomised"] = int(cols["y_rr_mask"].sum())
+    out["nodes"] = _write_nodes(plan, s, cols)
     return out
 

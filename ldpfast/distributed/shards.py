@@ -67,7 +67,8 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,17 +77,23 @@ import torch
 
 from .._checks import check_eps, check_int, check_prob
 from ..privacy.budget import Spent
+from ..privacy.users import Keying, check_domain
 from ..rng import resolve_seed
 from ._shard_io import FORMAT, _load_meta, read_shards, write_shards
 from ._shard_tasks import (
     _call,
     _edge_task,
+    _ids_path,
+    _ids_task,
+    _ll_degree_task,
     _ll_hist_task,
     _ll_round_task,
     _ll_ties_task,
     _ll_write_task,
     _Plan,
     _validate_task,
+    _withheld_path,
+    identity_part,
 )
 
 __all__ = [
@@ -94,6 +101,7 @@ __all__ = [
     "FEATURE_MECHANISMS",
     "FORMAT",
     "RandomizeReport",
+    "graph_identity",
     "randomize",
     "read_shards",
     "write_shards",
@@ -147,6 +155,7 @@ def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent
     spec: dict[str, Any] = {"mechanism": mech, "eps": eps, "_fault": fault}
     if mech == "dprr":
         n_max = e.pop("n_max", None)
+        n_max_given = n_max is not None
         n_max = n if n_max is None else check_int("n_max", n_max, lo=max(n, 2))
         alpha = check_prob("alpha", e.pop("alpha", 0.9), open_low=True, open_high=True)
         eps1_in = e.pop("eps1", None)
@@ -156,7 +165,10 @@ def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent
         while eps1_used + eps2 > eps:
             eps2 = math.nextafter(eps2, 0.0)
         p, pm = EM._rr_probs(eps2)
-        spec.update(eps2=eps2, g=g, t=t, s=s)
+        law = {"eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "granularity": g, "dlap_t": t, "dlap_s": s}
+        spec.update(eps2=eps2, g=g, t=t, s=s, law=law, p=p, pm=pm, eps_spent=eps1_used + eps2,
+                    n_q=n_max if n_max_given else n,
+                    seed_params={**law, "n": n, "n_max": n_max, "alpha": alpha})
         spent = Spent(mechanism="dprr", target="edges", eps=eps1_used + eps2, guarantee=EM._GUARANTEE,
                       params={"eps": eps, "eps1": eps1, "eps1_used": eps1_used, "eps2": eps2, "p": p, "flip_prob": pm,
                               "granularity": g, "dlap_t": t, "dlap_s": s, "n": n, "n_max": n_max, "alpha": alpha,
@@ -164,6 +176,7 @@ def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent
     elif mech == "rr":
         max_out = check_int("max_output_edges", e.pop("max_output_edges", 50_000_000), lo=0)
         p, pm = EM._rr_probs(eps)
+        spec.update(p=p, pm=pm, eps_spent=eps, seed_params={"eps": eps, "n": n})
         expected = nnz * p + (n * (n - 1) - nnz) * pm  # = expected_rr_output: sum_i d_i p + (n-1-d_i)(1-p)
         if expected > max_out:
             raise ValueError(f"rr: Warner's RR would output about {expected:.4g} directed edges for n={n} at "
@@ -183,7 +196,8 @@ def _edge_spec(edges: dict | None, n: int, nnz: int) -> tuple[dict | None, Spent
         spec.update(t1=t1, s1=s1, G1=round(1.0 / g1), t2=t2, s2=s2, G2=round(1.0 / g2), eps1=eps1, eps2=eps2,
                     eps1_used=eps1_used, eps2_used=eps2_used, g1=g1, g2=g2,
                     max_dense_entries=check_int("max_dense_entries", e.pop("max_dense_entries", 200_000_000), lo=0),
-                    _target=e.pop("_target", None), _split_target=e.pop("_split_target", None))
+                    _target=e.pop("_target", None), _split_target=e.pop("_split_target", None),
+                    seed_params={"eps": eps, "n": n})
         spent = None  # completed after the run (T, threshold, candidates)
     if e:
         raise ValueError(f"edges: unknown parameters for {mech}: {sorted(e)}")
@@ -267,9 +281,18 @@ def _local_client(n_workers: int, memory_limit):
 
 
 def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = None, features: dict | None = None,
-              labels: dict | None = None, client=None, scheduler: str | None = None, n_workers: int = 2,
-              memory_limit: str | int = "4GiB", progress: bool = False, engine: str = "cpp") -> RandomizeReport:
+              labels: dict | None = None, dataset: str = "default", store=None, client=None,
+              scheduler: str | None = None, n_workers: int = 2, memory_limit: str | int = "4GiB",
+              progress: bool = False, engine: str = "cpp") -> RandomizeReport:
     """Randomise a sharded graph on a Dask cluster; output bit-identical to one machine.
+
+    Every report is keyed as the single-machine calls key it (:mod:`ldpfast.privacy.users`).
+    Shards that carry a ``user_id`` column (:func:`write_shards` ``user_id=``) key each report
+    to its user: next week's snapshot, re-sharded and renumbered, gives every unchanged user
+    the identical report, and ``store=`` accounts it per user.  Without user ids the rows are
+    the users of this input only: the input's keyed identity (:func:`graph_identity`, a sum
+    over rows, so it does not depend on the shard layout) enters every report, so two inputs
+    never share bits, and each run is a fresh release of every node (a warning says so).
 
     Parameters
     ----------
@@ -294,7 +317,16 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         or ``{"mechanism": "multibit", "eps": ..., "m": None, "alpha": 0, "beta": 1}``.
     labels : dict, optional
         ``{"num_classes": c, "eps": ..., "use_mask": True}`` (the stored ``y_mask`` selects
-        the reporting nodes when present).
+        the reporting nodes when present).  The output nodes files mark the labels that are
+        reports in ``y_rr_mask`` (the others are raw: ``y_mask`` false), and meta.json counts them.
+    dataset : str
+        The dataset's name (domain separator, as the single-machine calls' ``dataset``).
+    store : ldpfast.privacy.ReportStore, optional
+        Per-user ledger (needs shards with user ids).  Before anything is written, one pass
+        computes every user's report ids and one store transaction charges the new ones; users
+        over the store's budget are withheld (empty list, features 0, label -1, marked in
+        ``edge_withheld`` / ``x_withheld`` / ``y_withheld``).  A job that fails after that
+        transaction leaves its charge: the store may over-count, never under-count.
     client : distributed.Client, optional
         Cluster to use.  Otherwise ``scheduler`` (an address such as ``tcp://host:8786``),
         otherwise a LocalCluster of ``n_workers`` single-threaded worker processes with
@@ -332,6 +364,19 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
     espec, espent = _edge_spec(edges, n, nnz)
     fspec, lspec = _node_specs(features, labels, meta)
     seed = resolve_seed(seed)
+    dataset = check_domain(dataset)
+    keyed = bool(meta.get("user_id"))
+    if store is not None and not keyed:
+        raise ValueError("store: a report store accounts per user, so the shards need a user_id column "
+                         "(write_shards(..., user_id=...)); these shards have none")
+    if keyed and espec is not None and espec["mechanism"] == "locallap":
+        raise ValueError("edges: locallap has no user-keyed path yet (as ldpfast.mechanisms.local_laplace); these "
+                         "shards carry user ids: use dprr or rr, or shards without user_id")
+    if not keyed:
+        warnings.warn("randomize: the shards carry no user ids, so the rows are the users of this input only: every "
+                      "node gets a fresh report in each run (next week's snapshot is a new release of everyone). "
+                      "Write shards with user_id= to key reports to users and account them with a store.",
+                      UserWarning, stacklevel=2)
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     if (out_dir / "meta.json").exists() or any(out_dir.glob("part-*.parquet")):
@@ -339,7 +384,8 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
                               "empty folder")
     stage = out_dir / f".staging-{uuid.uuid4().hex}"
     stage.mkdir()
-    plan = _Plan(str(in_dir), str(stage), n, seed, espec, fspec, lspec, engine=engine)
+    plan = _Plan(str(in_dir), str(stage), n, seed, espec, fspec, lspec, engine=engine, dataset=dataset, keyed=keyed,
+                 store=store is not None)
     own = None
     if client is None:
         if scheduler is not None:
@@ -360,10 +406,27 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         if espec is not None and sum(r["hash"] for r in v) % 2**64 != 0:
             raise ValueError("graph: the neighbour lists must form a simple undirected graph; found an asymmetric "
                              "adjacency (edge (i, j) present without (j, i)) across the shards")
+        if not keyed:  # the input's identity (layout-free sum) and the edge mechanism's graph seed
+            plan.graph = _identity_bytes(n, sum(r["identity"] for r in v))
+            if espec is not None:
+                from ..mechanisms.edges import _graph_seed
+
+                name = {"dprr": "dprr", "rr": "rr_edges", "locallap": "local_laplace"}[espec["mechanism"]]
+                plan.edge_seed = _graph_seed(Keying(seed, domain=dataset, graph=plan.graph), name,
+                                             espec["seed_params"], None)
         seconds["validate"] = time.perf_counter() - t0
+        store_counts = {}
+        if store is not None:  # charge every new report in one transaction, before anything is written
+            t0 = time.perf_counter()
+            ids = _run(client, _ids_task, plan, shards, progress, "report-ids")
+            results.append(ids)
+            store_counts = _charge(store, dataset, plan, shards, ids)
+            seconds["store"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         if espec is not None and espec["mechanism"] == "locallap":
-            final, espent = _locallap(client, plan, shards, v, nnz, progress, results)
+            degs = _run(client, _ll_degree_task, plan, shards, progress, "locallap-degrees")
+            results.append(degs)
+            final, espent = _locallap(client, plan, shards, degs, nnz, progress, results)
         else:
             final = _run(client, _edge_task, plan, shards, progress, "randomize")
         results.append(final)
@@ -384,12 +447,18 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         spent = [sp for sp in (espent,) if sp is not None]
         if fspec is not None:
             spent.append(_feature_spent(fspec, int(meta["x"]["d"])))
+        n_rand = sum(r.get("labels_randomised", 0) for r in final)
         if lspec is not None:
             from ..privacy.ldp import grr_probs
 
             p, q = grr_probs(lspec["eps"], lspec["num_classes"])
             spent.append(Spent("rr_labels", "labels", lspec["eps"], guarantee="eps-LDP per node",
-                               params={"num_classes": lspec["num_classes"], "p": p, "q": q, "sharded": True}))
+                               params={"num_classes": lspec["num_classes"], "p": p, "q": q, "sharded": True,
+                                       "num_randomised": n_rand}))
+        spent = [replace(sp, params={**sp.params, "user_keys": keyed, "dataset": dataset,
+                                     **({"store": store_counts[_KIND[sp.target]]} if _KIND[sp.target] in store_counts
+                                        else {})})
+                 for sp in spent]
         total_out = sum(r["nnz_out"] for r in final)
         peak: dict[str, int] = {}
         for rs in results:
@@ -401,7 +470,12 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
                     ("upper triangle (src < dst) of the undirected output" if espec["mechanism"] == "locallap"
                      else "directed noisy lists: row i is user i's report"),
                     "shards": parts, "spent": [sp.to_dict() for sp in spent],
-                    "x": None if fspec is None else {"d": int(meta["x"]["d"])}, "y": lspec is not None}
+                    "x": None if fspec is None else {"d": int(meta["x"]["d"])}, "y": lspec is not None,
+                    "keying": "user ids" if keyed else "rows of this input only (one release)",
+                    "user_id": keyed, "dataset": dataset}
+        if lspec is not None:
+            out_meta["labels"] = {"randomised": n_rand, "mask_column": "y_rr_mask",
+                                  "note": "labels where y_rr_mask is false are raw (outside the label mask)"}
         tmp = out_dir / f".meta.json.{uuid.uuid4().hex}.tmp"
         tmp.write_text(json.dumps(out_meta, indent=1, default=str))
         os.replace(tmp, out_dir / "meta.json")
@@ -421,6 +495,55 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
             own[0].close()
             if own[1] is not None:
                 own[1].close()
+
+
+_KIND = {"edges": "edges", "features": "features", "labels": "labels"}
+
+
+def _identity_bytes(n: int, total: int) -> bytes:
+    return b"shards:" + int(n).to_bytes(8, "little") + (int(total) % 2**64).to_bytes(8, "little")
+
+
+def graph_identity(graph, seed: int, *, x=None, y=None, y_mask=None, dataset: str = "default") -> bytes:
+    """The identity :func:`randomize` mixes into every report of shards without user ids,
+    computed here from the graph in memory: with it, the single-machine calls give the sharded
+    output bit for bit, e.g. ``dprr(graph, eps, _keying=Keying(seed, domain=dataset,
+    graph=graph_identity(graph, seed, ...)))``.  A keyed sum over rows (secret; never stored)."""
+    from ..mechanisms.edges import _graph_csr
+
+    csr = _graph_csr(graph, None)
+    nodes = {k: v.numpy() for k, v in (("x", x), ("y", y), ("y_mask", y_mask)) if v is not None}
+    total = identity_part(resolve_seed(seed), check_domain(dataset), 0, csr.num_nodes, csr.rowptr.numpy(),
+                          csr.col.numpy(), nodes)
+    return _identity_bytes(csr.num_nodes, total)
+
+
+def _charge(store, dataset: str, plan: _Plan, shards: list[dict], ids: list[dict]) -> dict:
+    """One store transaction per mechanism over every shard's report ids (the reporting users);
+    writes each shard's withheld rows to staging (read by the randomise pass).  Returns the
+    store's counts per mechanism."""
+    withheld: list[dict] = [{} for _ in shards]
+    counts = {}
+    for mech, info in ids[0]["releases"].items():
+        users, rids, rep = [], [], []
+        for s in range(len(shards)):
+            with np.load(_ids_path(plan, s)) as z:
+                users.append(z[f"{mech}_users"])
+                rids.append(z[f"{mech}_rids"])
+                rep.append(z[f"{mech}_rep"])
+        r = np.concatenate(rep)
+        res = store.release(dataset=dataset, mechanism=info["mechanism"], params_digest=info["params_digest"],
+                            params=info["params"], relation=info["relation"], eps=info["eps"], delta=info["delta"],
+                            users=np.concatenate(users)[r], rids=np.concatenate(rids)[r])
+        counts[mech] = {**res.counts, "path": str(store.path)}
+        full = np.zeros(r.shape[0], bool)
+        full[r] = res.withheld
+        cuts = np.cumsum([0] + [u.shape[0] for u in users])
+        for s in range(len(shards)):
+            withheld[s][mech] = full[cuts[s]:cuts[s + 1]]
+    for s in range(len(shards)):
+        np.savez(_withheld_path(plan, s), **withheld[s])
+    return counts
 
 
 def _feature_spent(f: dict, d: int) -> Spent:
@@ -478,7 +601,7 @@ def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
         if n_high and T > 0 and n_high + sum(r["ones_ge_split"] for r in r0) >= T:
             from ._shard_tasks import _kernels
 
-            hv = EM._high_values(n_high, split_at, plan.seed, e["t2"], e["s2"], _kernels(), "cpu",
+            hv = EM._high_values(n_high, split_at, plan.edge_seed, e["t2"], e["s2"], _kernels(), "cpu",
                                  lambda t: t.numpy()).numpy()
             cuts = np.cumsum([0] + [r["high"] for r in r0])
             e["high"] = [hv[cuts[i]:cuts[i + 1]] for i in range(len(r0))]
@@ -511,7 +634,7 @@ def _locallap(client, plan: _Plan, shards, v, nnz: int, progress, results):
             for s in range(len(shards)):
                 offs[src, s] = tot
                 tot += ts[s]["ties"][src]
-        seed = plan.seed
+        seed = plan.edge_seed
         rng = np.random.Generator(np.random.Philox(key=(int(seed) << 64) | 0x4C6F63616C4C6170))
         pick = np.sort(rng.choice(tot, size=need, replace=False))
         for src in range(n_src):

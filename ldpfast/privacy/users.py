@@ -212,16 +212,18 @@ def report_keys(ctx: ReportContext, keys: torch.Tensor, rows: torch.Tensor | Non
 
 
 def set_report_keys(ctx: ReportContext, keys: torch.Tensor, rowptr: torch.Tensor, col: torch.Tensor,
-                    extra: torch.Tensor | None = None, ids: bool = False):
+                    extra: torch.Tensor | None = None, ids: bool = False, node_keys: torch.Tensor | None = None):
     """As :func:`report_keys`, each user's input being the set of their neighbours' user keys
-    (CSR ``rowptr``/``col`` over the same nodes): order-free, so renumbering rows changes nothing."""
+    (CSR ``rowptr``/``col``; ``col`` indexes ``node_keys``, default ``keys``: a shard's rows
+    pass every user's keys): order-free, so renumbering rows changes nothing."""
     n = keys.shape[0]
+    nk = keys if node_keys is None else node_keys.contiguous()
     digests = torch.empty((n, 2), dtype=torch.int64, device=keys.device)
     K, cuda = _kernels(keys, rowptr)
     if cuda:
-        K.set_digests(rowptr.contiguous(), col.contiguous(), keys, ctx.k_set, digests)
+        K.set_digests(rowptr.contiguous(), col.contiguous(), nk, ctx.k_set, digests)
     else:
-        K.set_digests(rowptr.contiguous().numpy(), col.contiguous().numpy(), keys.numpy(), ctx.k_set,
+        K.set_digests(rowptr.contiguous().numpy(), col.contiguous().numpy(), nk.numpy(), ctx.k_set,
                       _u64(digests))
     return _finish(ctx, keys, digests, extra, ids)
 
@@ -306,11 +308,12 @@ class Keying:
         self.last_seeds = seeds  # in memory only, for the specification tests
         return seeds
 
-    def set_seeds(self, mechanism: str, params: dict, rowptr, col, *, extra=None) -> torch.Tensor:
-        """Per-row seeds whose input is each row's set of neighbours' keys (:func:`set_report_keys`)."""
+    def set_seeds(self, mechanism: str, params: dict, rowptr, col, *, extra=None, node_keys=None) -> torch.Tensor:
+        """Per-row seeds whose input is each row's set of neighbours' keys (:func:`set_report_keys`;
+        ``node_keys``: every user's key when the rows are a block of the graph)."""
         ctx = self.context(mechanism, params)
         keys = self.keys(rowptr.numel() - 1, rowptr.device)
-        seeds, ids = set_report_keys(ctx, keys, rowptr, col, extra, ids=self.ids)
+        seeds, ids = set_report_keys(ctx, keys, rowptr, col, extra, ids=self.ids, node_keys=node_keys)
         self.last = (ctx, keys, ids)
         return seeds
 

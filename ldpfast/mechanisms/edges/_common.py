@@ -6,7 +6,6 @@ See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contra
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 

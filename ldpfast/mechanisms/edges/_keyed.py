@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 from ... import _backend
-from ...graph import CSR
 from ...privacy.users import Keying, report_keys
 
 __all__: list[str] = []
@@ -34,8 +33,9 @@ L_TOP = 48
 MAX_KEY_SPACE = 1 << 32
 
 
-def _key_table(keys: torch.Tensor, n: int, name: str) -> np.ndarray:
+def key_table(keys: np.ndarray, name: str) -> np.ndarray:
     """``row_of_key`` (int64, -1 where no user) over ``[0, max key]``."""
+    n = keys.shape[0]
     if n == 0:
         return np.full(0, -1, np.int64)
     S = int(keys.max()) + 1
@@ -45,7 +45,7 @@ def _key_table(keys: torch.Tensor, n: int, name: str) -> np.ndarray:
             f"must be dense: max key {S - 1} for {n} users (allowed: below min(2^32, 64 n + 2^20)). Map your "
             "user ids to dense keys that never change (e.g. a registration number 0, 1, 2, ...).")
     table = np.full(S, -1, np.int64)
-    table[keys.cpu().numpy()] = np.arange(n, dtype=np.int64)
+    table[keys] = np.arange(n, dtype=np.int64)
     return table
 
 
@@ -55,31 +55,23 @@ def coin_seeds(keying: Keying, mechanism: str, params: dict, keys: torch.Tensor)
     return seeds.cpu().numpy().view(np.uint64)
 
 
-def keyed_sample(csr: CSR, keys: torch.Tensor, coins: np.ndarray, *, mode: int, st_t: int, st_f: int,
-                 p_true: np.ndarray, p_false: np.ndarray, pm: float, pub, backend: str | None, name: str) -> CSR:
-    """The noisy lists of every user (rows sorted by row index; CPU kernels: count, prefix sum,
-    fill).  ``mode`` 0: Warner RR (``p_false`` the flip probability per row); 1: DPRR (``p_false``
-    holds q per row, ``pm`` the flip probability)."""
-    if _backend.device_of(csr.rowptr) == "cuda":
-        raise _backend.BackendUnavailable(
-            f"{name} with user keys has no CUDA path yet; move the graph to the CPU (the report does not depend "
-            "on the device) or leave user keys out")
-    n = csr.num_nodes
+def sample_rows(rp: np.ndarray, col: np.ndarray, keys: np.ndarray, table: np.ndarray, coins: np.ndarray, *,
+                mode: int, st_t: int, st_f: int, p_true, p_false, pm: float, pub, backend: str | None,
+                row0: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The keyed sampler on rows ``[row0, row0 + m)`` of a graph (``rp`` local, ``col`` global
+    ids, ``keys`` every user's key, ``table`` from :func:`key_table`; ``coins``, ``p_true``,
+    ``p_false``, ``pub`` per local row): count, prefix sum, fill.  Returns (rowptr, int64 col)."""
     k = _backend.get("cpu", backend)
-    rp = csr.rowptr.contiguous().numpy()
-    col = csr.col.contiguous().numpy()
-    table = _key_table(keys, n, name)
-    kn = keys.contiguous().numpy()
+    m = rp.shape[0] - 1
     pt = np.ascontiguousarray(p_true, np.float64)
     pf = np.ascontiguousarray(p_false, np.float64)
     pb = None if pub is None or not np.asarray(pub).size else np.ascontiguousarray(pub, np.uint8)
-    orp = np.zeros(n + 1, np.int64)
-    k.keyed_rr(rp, col, kn, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, None)
+    orp = np.zeros(m + 1, np.int64)
+    k.keyed_rr(rp, col, keys, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, None, row0)
     np.cumsum(orp, out=orp)
-    ocol = np.empty(int(orp[n]), np.int64)
-    k.keyed_rr(rp, col, kn, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, ocol)
-    oc = torch.from_numpy(ocol)
-    return CSR(torch.from_numpy(orp), oc.to(csr.col.dtype) if csr.col.dtype == torch.int32 else oc, n)
+    ocol = np.empty(int(orp[m]), np.int64)
+    k.keyed_rr(rp, col, keys, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, ocol, row0)
+    return orp, ocol
 
 
 def degree_noise(seeds: torch.Tensor, t: int, s: int, backend: str | None) -> np.ndarray:

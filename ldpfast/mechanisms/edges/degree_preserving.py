@@ -222,22 +222,45 @@ def _dprr(csr: CSR, eps: float, keying, eps1, public, n_max, alpha, symmetrize, 
 
 
 def _dprr_keyed(csr: CSR, keying, law: dict, pub, p: float, pm: float, n_q: int, backend):
-    """DPRR keyed to users (:mod:`._keyed`): coins from the user's key, degree noise and report
-    ids from the user's key and neighbour set; q by eq. (6) with ``n_q``."""
+    """DPRR keyed to users (:mod:`._keyed`) on a whole graph."""
+    if _backend.device_of(csr.rowptr) == "cuda":
+        raise _backend.BackendUnavailable(
+            "dprr with user keys has no CUDA path yet; move the graph to the CPU (the report does not depend on "
+            "the device) or leave user keys out")
     n = csr.num_nodes
-    keys = keying.keys(n, csr.rowptr.device)
-    pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
-    coins = _keyed.coin_seeds(keying, "dprr", {"eps2": law["eps2"], "levels": _keyed.L_TOP}, keys)
-    deg_seeds = keying.set_seeds("dprr", law, csr.rowptr, csr.col, extra=pubm)
-    noise = _keyed.degree_noise(deg_seeds, law["dlap_t"], law["dlap_s"], backend)
-    d_star = csr.degrees().numpy().astype(np.float64) + law["granularity"] * noise.astype(np.float64)
-    q = _q_of(d_star, n_q, p, pm)
-    noisy = _keyed.keyed_sample(csr, keys, coins, mode=1, st_t=int(Stream.DPRR_TRUE), st_f=int(Stream.DPRR_FALSE),
-                                p_true=p * q, p_false=q, pm=pm, pub=pub, backend=backend, name="dprr")
-    if pubm is not None:
-        d_star[pubm.numpy()] = np.nan
-        q[pubm.numpy()] = np.nan
+    keys = keying.keys(n, csr.rowptr.device).numpy()
+    orp, ocol, d_star, q = dprr_keyed_rows(keying, law, csr.rowptr.contiguous().numpy(),
+                                           csr.col.contiguous().numpy(), keys, n_q=n_q, p=p, pm=pm, pub=pub,
+                                           backend=backend)
+    oc = torch.from_numpy(ocol)
+    noisy = CSR(torch.from_numpy(orp), oc.to(torch.int32) if csr.col.dtype == torch.int32 else oc, n)
+    if isinstance(pub, np.ndarray) and pub.size:
+        m = pub.astype(bool)
+        d_star[m] = np.nan
+        q[m] = np.nan
     return noisy, None, torch.from_numpy(d_star), torch.from_numpy(q)
+
+
+def dprr_keyed_rows(keying, law: dict, rp: np.ndarray, col: np.ndarray, keys: np.ndarray, *, n_q: int, p: float,
+                    pm: float, pub=None, backend=None, row0: int = 0):
+    """DPRR keyed to users on rows ``[row0, row0 + m)`` of a graph (a whole graph, or a shard of
+    :func:`ldpfast.distributed.shards.randomize`): ``rp`` local, ``col`` global ids, ``keys``
+    every user's key, ``keying`` the rows' Keying.  Coins from each user's key, degree noise and
+    report ids from the key and the neighbour set, q by eq. (6) with ``n_q``.
+    Returns ``(rowptr, col, d_star, q)``."""
+    m = rp.shape[0] - 1
+    local = torch.from_numpy(np.ascontiguousarray(keys[row0:row0 + m]))
+    pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
+    coins = _keyed.coin_seeds(keying, "dprr", {"eps2": law["eps2"], "levels": _keyed.L_TOP}, local)
+    deg_seeds = keying.set_seeds("dprr", law, torch.from_numpy(rp), torch.from_numpy(col), extra=pubm,
+                                 node_keys=torch.from_numpy(keys))
+    noise = _keyed.degree_noise(deg_seeds, law["dlap_t"], law["dlap_s"], backend)
+    d_star = np.diff(rp).astype(np.float64) + law["granularity"] * noise.astype(np.float64)
+    q = _q_of(d_star, n_q, p, pm)
+    orp, ocol = _keyed.sample_rows(rp, col, keys, _keyed.key_table(keys, "dprr"), coins, mode=1,
+                                   st_t=int(Stream.DPRR_TRUE), st_f=int(Stream.DPRR_FALSE), p_true=p * q, p_false=q,
+                                   pm=pm, pub=pub, backend=backend, row0=row0)
+    return orp, ocol, d_star, q
 
 
 def _bit_probs(d_star: np.ndarray, n: int, eps2: float):

@@ -86,6 +86,23 @@ def rr_edges(
     return _rr_edges(_graph_csr(graph, backend), eps, keying, max_output_edges, public, symmetrize, backend)
 
 
+def rr_keyed_rows(keying, eps: float, rp: np.ndarray, col: np.ndarray, keys: np.ndarray, *, pub=None,
+                  backend=None, row0: int = 0):
+    """Warner's RR keyed to users on rows ``[row0, row0 + m)`` of a graph (as
+    :func:`~ldpfast.mechanisms.edges.degree_preserving.dprr_keyed_rows`): coins from each user's
+    key, report ids from the key and the neighbour set.  Returns ``(rowptr, col)``."""
+    m = rp.shape[0] - 1
+    p, pm = _rr_probs(eps)
+    local = torch.from_numpy(np.ascontiguousarray(keys[row0:row0 + m]))
+    pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
+    coins = _keyed.coin_seeds(keying, "rr_edges", {"eps": eps}, local)
+    keying.set_seeds("rr_edges", {"eps": eps}, torch.from_numpy(rp), torch.from_numpy(col), extra=pubm,
+                     node_keys=torch.from_numpy(keys))  # the report ids
+    return _keyed.sample_rows(rp, col, keys, _keyed.key_table(keys, "rr_edges"), coins, mode=0,
+                              st_t=int(Stream.RR_EDGES), st_f=int(Stream.RR_EDGES), p_true=np.full(m, p),
+                              p_false=np.full(m, pm), pm=pm, pub=pub, backend=backend, row0=row0)
+
+
 def _rr_edges(csr: CSR, eps: float, keying, max_output_edges, public, symmetrize, backend,
               edge_index: bool = False) -> EdgeLDPResult:
     """:func:`rr_edges` on a checked CSR and ``eps`` (``edge_index``: as :func:`_dprr`)."""
@@ -107,13 +124,15 @@ def _rr_edges(csr: CSR, eps: float, keying, max_output_edges, public, symmetrize
     num_public = _num_public(pub)
     keyed = keying.user_keys is not None
     if keyed:  # every bit addressed by the two users' keys (._keyed)
-        keys = keying.keys(n, csr.rowptr.device)
-        pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
-        coins = _keyed.coin_seeds(keying, "rr_edges", {"eps": eps}, keys)
-        keying.set_seeds("rr_edges", {"eps": eps}, csr.rowptr, csr.col, extra=pubm)  # the report ids
-        noisy, ei = _keyed.keyed_sample(csr, keys, coins, mode=0, st_t=int(Stream.RR_EDGES),
-                                        st_f=int(Stream.RR_EDGES), p_true=np.full(n, p), p_false=np.full(n, pm),
-                                        pm=pm, pub=pub, backend=backend, name="rr_edges"), None
+        if dev == "cuda":
+            raise _backend.BackendUnavailable(
+                "rr_edges with user keys has no CUDA path yet; move the graph to the CPU (the report does not "
+                "depend on the device) or leave user keys out")
+        keys = keying.keys(n, csr.rowptr.device).numpy()
+        orp, ocol = rr_keyed_rows(keying, eps, csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy(), keys,
+                                  pub=pub, backend=backend)
+        oc = torch.from_numpy(ocol)
+        noisy, ei = CSR(torch.from_numpy(orp), oc.to(torch.int32) if csr.col.dtype == torch.int32 else oc, n), None
     elif dev == "cuda":
         seed = _graph_seed(keying, "rr_edges", {"eps": eps, "n": n}, pub)
         k = _backend.get(dev, backend)
