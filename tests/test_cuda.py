@@ -719,6 +719,61 @@ def test_gpu_feature_kernels_bit_identical_to_cpp():
     assert not bad, bad
 
 
+@_apply(gpu)
+def test_gpu_userkey_kernels_bit_identical_to_cpp():
+    """The per-user report keys (userkey.cu: a warp per row for the digests, a thread per
+    entry for the neighbour sets, a thread per user for the chain) equal the C++ ones."""
+    import ldpfast._C as C
+
+    g = np.random.default_rng(4)
+    for nbytes in (0, 1, 7, 64, 256, 300, 513, 8200):
+        rows = g.integers(0, 256, (70, nbytes), dtype=np.uint8)
+        want = np.zeros((70, 2), np.uint64)
+        C.row_digests(rows, 1, 2, 3, want)
+        got = torch.empty((70, 2), dtype=torch.int64, device="cuda")
+        _cuda.row_digests(torch.from_numpy(rows).cuda(), 1, 2, 3, got)
+        assert np.array_equal(got.cpu().numpy().view(np.uint64), want), nbytes
+    rp = np.array([0, 3, 3, 7, 8], np.int64)
+    keys = g.integers(0, 2**62, 4).astype(np.int64)
+    for cdt in (np.int32, np.int64):
+        col = g.integers(0, 4, 8).astype(cdt)
+        want = np.zeros((4, 2), np.uint64)
+        C.set_digests(rp, col, keys, 9, want)
+        got = torch.empty((4, 2), dtype=torch.int64, device="cuda")
+        _cuda.set_digests(torch.from_numpy(rp).cuda(), torch.from_numpy(col).cuda(), torch.from_numpy(keys).cuda(),
+                          9, got)
+        assert np.array_equal(got.cpu().numpy().view(np.uint64), want)
+    u = g.integers(0, 2**62, 500).astype(np.int64)
+    ex = g.integers(0, 2**62, 500).astype(np.int64)
+    dg = g.integers(0, 2**62, (500, 2)).astype(np.int64)
+    for e, d in ((None, None), (ex, dg)):
+        ws, wr = np.zeros(500, np.uint64), np.zeros(500, np.uint64)
+        C.report_keys(u, None if e is None else e.view(np.uint64), None if d is None else d.view(np.uint64),
+                      5, 6, 7, ws, wr)
+        gs, gr = (torch.empty(500, dtype=torch.int64, device="cuda") for _ in range(2))
+        _cuda.report_keys(torch.from_numpy(u).cuda(), None if e is None else torch.from_numpy(e).cuda(),
+                          None if d is None else torch.from_numpy(d).cuda(), 5, 6, 7, gs, gr)
+        assert np.array_equal(gs.cpu().numpy().view(np.uint64), ws)
+        assert np.array_equal(gr.cpu().numpy().view(np.uint64), wr)
+
+
+@_apply(gpu)
+def test_gpu_user_keyed_reports_equal_cpu():
+    """A report keyed to users is the same on the GPU: keys derived on the device."""
+    from ldpfast.mechanisms import multibit_encode, rr_labels
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(3000, 33, generator=g)
+    y = torch.randint(0, 6, (3000,), generator=g)
+    keys = torch.randperm(3000, generator=g) * 3
+    a, _ = multibit_encode(x, 3.0, 4, seed=9, user_keys=keys, dataset="d")
+    b, _ = multibit_encode(x.cuda(), 3.0, 4, seed=9, user_keys=keys.cuda(), dataset="d")
+    assert torch.equal(a, b.cpu())
+    a, _ = rr_labels(y, 6, 1.0, seed=9, user_keys=keys)
+    b, _ = rr_labels(y.cuda(), 6, 1.0, seed=9, user_keys=keys.cuda())
+    assert torch.equal(a, b.cpu())
+
+
 def _public_calls():
     from ldpfast.mechanisms import grr, grr_fs, multibit_encode, onebit, rr_labels
 

@@ -12,10 +12,28 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ("dprr", "heterpoisson", "lpgnn", "rgnn")
+OTHERS = ("growing_graph",)  # not a paper: a graph re-released as it grows, with a report store
 
 
 def test_one_example_per_paper():
-    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES)
+    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES + OTHERS)
+
+
+def test_growing_graph_example_prints_each_release_and_saves_json(tmp_path):
+    import json
+
+    env = dict(os.environ, LDPFAST_OFFLINE="1", LDPFAST_CACHE=str(tmp_path / "cache"))
+    out = tmp_path / "g.json"
+    r = subprocess.run([sys.executable, str(EXAMPLES / "growing_graph.py"), "--quick", "--json", str(out)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    for k in (1, 2, 3):
+        assert f"release {k}:" in r.stdout
+    assert "per-user total, node-ldp: max" in r.stdout and "per-user total, edge-ldp: max" in r.stdout
+    hist = json.loads(out.read_text())
+    assert [h["users"] for h in hist] == sorted(h["users"] for h in hist) and len(hist) == 3
+    # release 2: the users of release 1 with unchanged features are not charged again
+    assert hist[1]["charged"]["multibit"]["reused"] == hist[0]["users"]
 
 
 @pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES] + [("dprr", ["--adj-t"])],

@@ -139,7 +139,7 @@ class ReportStore:
         c = self._con
         c.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in ["\n                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)", "\n                CREATE TABLE IF NOT EXISTS datasets(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)", "\n                CREATE TABLE IF NOT EXISTS settings(id INTEGER PRIMARY KEY, mechanism TEXT NOT NULL,\n                    params_digest TEXT UNIQUE NOT NULL, params TEXT NOT NULL)", "\n                CREATE TABLE IF NOT EXISTS releases(id INTEGER PRIMARY KEY, time REAL NOT NULL,\n                    dataset INTEGER NOT NULL, setting INTEGER NOT NULL, relation TEXT NOT NULL,\n                    eps REAL NOT NULL, delta REAL NOT NULL, users INTEGER, new INTEGER, reused INTEGER,\n                    withheld INTEGER)", "\n                CREATE TABLE IF NOT EXISTS reports(dataset INTEGER NOT NULL, user INTEGER NOT NULL,\n                    rid INTEGER NOT NULL, release INTEGER NOT NULL,\n                    PRIMARY KEY(dataset, user, rid)) WITHOUT ROWID", "\n                CREATE TABLE IF NOT EXISTS totals(dataset INTEGER NOT NULL, user INTEGER NOT NULL,\n                    relation TEXT NOT NULL, eps REAL NOT NULL, delta REAL NOT NULL, reports INTEGER NOT NULL,\n                    PRIMARY KEY(dataset, relation, user)) WITHOUT ROWID\n            "]:  # (executescript would commit first: the schema is one transaction)
+            for stmt in ["\n                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)", "\n                CREATE TABLE IF NOT EXISTS datasets(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)", "\n                CREATE TABLE IF NOT EXISTS settings(id INTEGER PRIMARY KEY, mechanism TEXT NOT NULL,\n                    params_digest TEXT UNIQUE NOT NULL, params TEXT NOT NULL)", "\n                CREATE TABLE IF NOT EXISTS releases(id INTEGER PRIMARY KEY, time REAL NOT NULL,\n                    dataset INTEGER NOT NULL, setting INTEGER NOT NULL, relation TEXT NOT NULL,\n                    eps REAL NOT NULL, delta REAL NOT NULL, users INTEGER, new INTEGER, reused INTEGER,\n                    withheld INTEGER)", "\n                CREATE TABLE IF NOT EXISTS reports(dataset INTEGER NOT NULL, user INTEGER NOT NULL,\n                    rid INTEGER NOT NULL, release INTEGER NOT NULL,\n                    PRIMARY KEY(dataset, user, rid)) WITHOUT ROWID", "\n                CREATE TABLE IF NOT EXISTS totals(dataset INTEGER NOT NULL, user INTEGER NOT NULL,\n                    relation TEXT NOT NULL, eps REAL NOT NULL, delta REAL NOT NULL, reports INTEGER NOT NULL,\n                    PRIMARY KEY(dataset, user, relation)) WITHOUT ROWID\n            "]:  # (executescript would commit first: the schema is one transaction)
                 c.execute(stmt)
             row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
@@ -231,7 +231,7 @@ class ReportStore:
                 part = idx[a:a + _CHUNK]
                 u, r = users[part].tolist(), rids_s[part].tolist()
                 c.executemany("INSERT INTO reports VALUES(?, ?, ?, ?)", ((ds, ui, ri, rel_id) for ui, ri in zip(u, r)))
-                c.executemany("INSERT INTO totals VALUES(?, ?, ?, ?, ?, 1) ON CONFLICT(dataset, relation, user) "
+                c.executemany("INSERT INTO totals VALUES(?, ?, ?, ?, ?, 1) ON CONFLICT(dataset, user, relation) "
                               "DO UPDATE SET eps = eps + excluded.eps, delta = delta + excluded.delta, "
                               "reports = reports + 1",
                               ((ds, ui, relation, float(eps), float(delta)) for ui in u))
@@ -257,9 +257,11 @@ class ReportStore:
         the user appears in one; name it otherwise."""
         if relation is not None and relation not in RELATIONS:
             raise ValueError(f"relation: expected one of {sorted(RELATIONS)}, got {relation!r}")
-        q = ("SELECT d.name, t.relation, t.eps FROM totals t JOIN datasets d ON d.id=t.dataset "
-             "WHERE t.user=?")
-        rows = [r for r in self._con.execute(q, (int(user),)) if dataset is None or r[0] == dataset]
+        rows = []
+        for ds, name in self._con.execute("SELECT id, name FROM datasets").fetchall():  # few: one lookup each
+            if dataset is None or name == dataset:
+                rows += [(name, rel, e) for rel, e in self._con.execute(
+                    "SELECT relation, eps FROM totals WHERE dataset=? AND user=?", (ds, int(user)))]
         names = {r[0] for r in rows}
         if dataset is None and len(names) > 1:
             raise ValueError(f"dataset: user {user} has reports in several datasets {sorted(names)}; name one")
