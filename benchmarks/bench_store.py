@@ -67,8 +67,8 @@ def main(argv=None) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "reports.sqlite"
         store = ReportStore(path)
-        kw = dict(dataset="orkut-like", mechanism=ctx.mechanism, params_digest=ctx.params_digest, params=ctx.params,
-                  relation="node-ldp", eps=1.0, delta=0.0)
+        kw = {"dataset": "orkut-like", "mechanism": ctx.mechanism, "params_digest": ctx.params_digest, "params": ctx.params,
+                  "relation": "node-ldp", "eps": 1.0, "delta": 0.0}
         t = time.perf_counter()
         r = store.release(users=ukeys, rids=rids, **kw)
         row("release 1 (all new)", time.perf_counter() - t, new=int(r.new.sum()), file_mib=_size_mib(path))

@@ -61,7 +61,7 @@ def main(argv=None) -> dict:
     secret = lf.rng.resolve_seed(secret)  # one secret for every night: unchanged users keep their report
     path = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "reports.sqlite"
     store = lf.privacy.ReportStore(path, budget=args.budget)
-    kw = dict(seed=secret, user_key="user_id", dataset="cora-nightly", store=store)
+    kw = {"seed": secret, "user_key": "user_id", "dataset": "cora-nightly", "store": store}
     transforms = [lf.transforms.MultiBit(args.eps_x, **kw), lf.transforms.RRLabels(args.eps_y, mask="all", **kw),
                   lf.transforms.DPRR(args.eps_edges, n_max=n, **kw)]  # n_max: a public bound for every night
     history = []

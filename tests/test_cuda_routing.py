@@ -664,14 +664,14 @@ def fake_cuda_synth(monkeypatch):
 
 
 _SYNTH_CASES = [
-    dict(avg_degree=8, num_features=5),
-    dict(num_edges=30000, num_classes=3, homophily=0.6, num_features=4, feature_kind="continuous"),
-    dict(avg_degree=6, num_classes=4, homophily=1.0, num_features=7, feature_dtype=torch.uint8),
+    {"avg_degree": 8, "num_features": 5},
+    {"num_edges": 30000, "num_classes": 3, "homophily": 0.6, "num_features": 4, "feature_kind": "continuous"},
+    {"avg_degree": 6, "num_classes": 4, "homophily": 1.0, "num_features": 7, "feature_dtype": torch.uint8},
 ]
 
 
 @pytest.mark.parametrize("kw", _SYNTH_CASES)
-@pytest.mark.parametrize("how", [dict(device="cuda"), dict(backend="cuda"), dict(device=torch.device("cuda", 0))])
+@pytest.mark.parametrize("how", [{"device": "cuda"}, {"backend": "cuda"}, {"device": torch.device("cuda", 0)}])
 def test_synthetic_cuda_request_builds_on_the_device_and_matches_cpu(fake_cuda_synth, kw, how):
     from ldpfast.datasets import synthetic
 
@@ -692,8 +692,8 @@ def test_synthetic_cuda_request_builds_on_the_device_and_matches_cpu(fake_cuda_s
         assert got.csr.nnz == 2 * kw["num_edges"]
 
 
-@pytest.mark.parametrize("kw", [dict(num_edges=50 * 49 // 2, num_classes=1),  # every pair (scale = inf)
-                                dict(num_edges=600, num_classes=2, homophily=1.0)])  # every intra pair
+@pytest.mark.parametrize("kw", [{"num_edges": 50 * 49 // 2, "num_classes": 1},  # every pair (scale = inf)
+                                {"num_edges": 600, "num_classes": 2, "homophily": 1.0}])  # every intra pair
 def test_synthetic_cuda_complete_graphs_match_cpu(fake_cuda_synth, kw):
     from ldpfast.datasets import synthetic
 
@@ -722,7 +722,7 @@ def test_synthetic_cuda_unavailable_gives_the_reason(monkeypatch):
     from ldpfast.datasets import synthetic
 
     install(monkeypatch, RuntimeError("no CUDA device visible to torch"))
-    for how in (dict(device="cuda"), dict(backend="cuda")):
+    for how in ({"device": "cuda"}, {"backend": "cuda"}):
         with pytest.raises(_backend.BackendUnavailable, match="no CUDA device visible"):
             synthetic(500, 4, seed=1, **how)
     with pytest.raises(_backend.BackendUnavailable, match="cannot run on CUDA"):

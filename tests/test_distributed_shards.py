@@ -250,8 +250,8 @@ def test_keyed_shards_equal_one_machine_and_keep_reports_across_snapshots(client
     from ldpfast.mechanisms.edges import dprr as dprr_
     from ldpfast.privacy import ReportStore
 
-    spec = dict(edges={"mechanism": "dprr", "eps": 3.0, "n_max": 2500},
-                features={"mechanism": "grr_fs", "k": 4, "eps": 1.0, "m": 2}, labels={"num_classes": 5, "eps": 1.0})
+    spec = {"edges": {"mechanism": "dprr", "eps": 3.0, "n_max": 2500},
+                "features": {"mechanism": "grr_fs", "k": 4, "eps": 1.0, "m": 2}, "labels": {"num_classes": 5, "eps": 1.0}}
     store = ReportStore(tmp_path / "store.sqlite")
     outs = []
     for week, (drop, shards) in enumerate(((0, 3), (7, 5))):  # next week: 7 users left, other sharding
@@ -266,14 +266,14 @@ def test_keyed_shards_equal_one_machine_and_keep_reports_across_snapshots(client
         assert np.array_equal(got["edge_index"].numpy(), _edges(ref.noisy))
         assert torch.equal(got["x"], grr_fs(xc, 4, 1.0, 2, SEED, user_keys=ids, dataset="snap")[0])
         assert torch.equal(got["y"], rr_labels(y, 5, 1.0, SEED, user_keys=ids, dataset="snap")[0])
-    (g0, _, _, ids0), (g1, _, _, ids1) = outs
+    (_g0, _, _, _ids0), (_g1, _, _, _ids1) = outs
     u0, r0 = _by_user(tmp_path / "out0")
     u1, r1 = _by_user(tmp_path / "out1")
     common = [u for u in u1]
     # every user keeps their feature and label report: no bits follow the rows
     assert all(torch.equal(r0["x"][u0[u]], r1["x"][u1[u]]) and r0["y"][u0[u]] == r1["y"][u1[u]] for u in common)
     # the store charged week 1's users nothing new for features and labels (only dprr for changed lists)
-    users, eps = store.totals("node-ldp", "snap")
+    _users, eps = store.totals("node-ldp", "snap")
     assert eps.max() == pytest.approx(2.0 + 1.0)  # grr_fs exact m * eps_x = 2, labels 1: once each
     rel = {r["mechanism"]: r for r in store.releases()[-3:]}
     assert rel["grr_fs"]["reused"] == len(common) and rel["rr_labels"]["reused"] == len(common)
@@ -287,7 +287,7 @@ def test_shards_without_user_ids_inherit_no_bits_across_snapshots_or_datasets(cl
     lab = {"num_classes": 5, "eps": 1.0}
     runs = {}
     for name, drop, dataset in (("a", 0, "default"), ("b", 1, "default"), ("c", 0, "other")):
-        g, xc, y, _ = _snapshot(drop)
+        g, _xc, y, _ = _snapshot(drop)
         SH.write_shards(g, tmp_path / f"in{name}", 3, y=y)
         with pytest.warns(UserWarning, match="no user ids"):
             SH.randomize(tmp_path / f"in{name}", tmp_path / f"o{name}", seed=SEED, client=client, labels=lab,
@@ -323,7 +323,7 @@ def test_shard_layout_does_not_change_a_bit(client, tmp_path):
 def test_sharded_store_withholds_users_over_budget(client, tmp_path):
     from ldpfast.privacy import ReportStore
 
-    g, xc, y, ids = _snapshot(0)
+    g, _xc, y, ids = _snapshot(0)
     store = ReportStore(tmp_path / "s.sqlite", budget=1.5)
     lab = {"num_classes": 5, "eps": 1.0}
     SH.write_shards(g, tmp_path / "in0", 2, y=y, user_id=ids)

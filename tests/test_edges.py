@@ -19,8 +19,8 @@ import ldpfast
 from ldpfast.graph import CSR, to_csr
 from ldpfast.mechanisms import edges as E
 from ldpfast.privacy.budget import Ledger, Spent
-from ldpfast.rng import Stream
 from ldpfast.privacy.users import Keying
+from ldpfast.rng import Stream
 
 ALPHA = 1e-4
 BACKENDS = [b for b, why in ldpfast.available_backends().items() if why is None and b in ("cpp", "numba")]

@@ -19,7 +19,6 @@ from scipy import stats
 
 import ldpfast
 from ldpfast import rng
-from ldpfast.privacy.users import Keying
 from ldpfast.mechanisms import grr, grr_fs, multibit_encode, multibit_rectify, onebit, rr_labels
 from ldpfast.privacy import (
     grr_fs_eps_x_exact,
@@ -33,6 +32,7 @@ from ldpfast.privacy import (
     onebit_threshold_epsilon,
     optimal_m,
 )
+from ldpfast.privacy.users import Keying
 
 C = pytest.importorskip("ldpfast._C")
 ALPHA = 1e-4  # false-alarm rate of every chi-square test in this file

@@ -118,7 +118,7 @@ def test_ledger_keeps_relations_apart():
                   Spent("dprr", "edges", 4.0)])
     assert led.by_relation() == {"node-ldp": {"eps": 1.5, "delta": 0.0}, "edge-ldp": {"eps": 4.0, "delta": 0.0}}
     with pytest.raises(ValueError, match="2 privacy relations"):
-        led.eps
+        _ = led.eps
     assert "node-ldp eps 1.5 (multibit 1 + rr_labels 0.5)" in led.summary()
     assert "edge-ldp eps 4 (dprr 4)" in led.summary()
     d = led.to_dict()
@@ -130,7 +130,7 @@ def test_transforms_record_releases_in_the_store(tmp_path):
     d = load("cora")
     d.user_id = torch.arange(d.num_nodes) + 10
     store = ReportStore(tmp_path / "s.sqlite")
-    kw = dict(seed=1, user_key="user_id", dataset="cora", store=store)
+    kw = {"seed": 1, "user_key": "user_id", "dataset": "cora", "store": store}
     out = DPRR(4.0, **kw)(RRLabels(1.0, mask="all", **kw)(MultiBit(1.0, **kw)(d.clone())))
     summ = store.summary("cora")
     assert summ["node-ldp"]["max"] == 2.0 and summ["edge-ldp"]["max"] == pytest.approx(4.0)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import math
 
+import ldpfast._C as C
 import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data
 
-import ldpfast._C as C
 from ldpfast import _backend
 from ldpfast._numba import kernels as NB
 from ldpfast.datasets import load
@@ -118,7 +118,7 @@ def test_every_parameter_enters_the_derivation():
 # --- growing, shrinking and permuted releases: nothing an unchanged user reported changes -------
 def _node_reports(d, store=None):
     """MultiBit (encoded), GRRFS, RRLabels of d with user keys: (x_multibit, x_grrfs, y)."""
-    kw = dict(seed=11, user_key="user_id", dataset="cora-test")
+    kw = {"seed": 11, "user_key": "user_id", "dataset": "cora-test"}
     xm = MultiBit(1.0, rectify=False, **kw)(d.clone()).x
     db = d.clone()
     db.x = (db.x > 0).to(torch.int64)

@@ -18,7 +18,11 @@ Failures of these kinds are artefacts of the stand-in, not bugs:
 - ``BackendUnavailable: backend 'cuda' needs CUDA tensors`` for an explicit ``backend="cuda"``;
 - ``Torch not compiled with CUDA enabled`` from ``torch.cuda.current_device()``.
 On 2026-11-26 (85 tests): 20 passed, 52 skipped at a kernel, 13 failed, all of these kinds;
-on 2026-11-27 (88 tests, three adj_t transform tests added): 23 passed, 52 skipped, the same 13 failed.
+on 2026-11-27 (88 tests, three adj_t transform tests added): 23 passed, 52 skipped, the same 13 failed;
+later on 2026-11-27 (90 tests: the per-user key kernels and user-keyed reports added, issue 31; run with
+CuPy hidden, PYTHONPATH=tools:<a folder whose cupy/__init__.py raises ImportError>, since with CuPy
+installed every launcher reaches torch.cuda and fails instead of skipping): 23 passed, 52 skipped, 15
+failed: the same 13, and two of the current_device kind from DP-SGD's first-batch independence check.
 Anything else deserves a look. This is a development aid, not part of the test suite.
 """
 import pytest
