@@ -79,10 +79,10 @@ _KILLED = textwrap.dedent("""
     from ldpfast.privacy import ReportStore
     s = ReportStore(sys.argv[1])
     n = 1_000_000
-    def progress(done, total):
-        print(done, flush=True)
-        if done >= 300_000:
-            time.sleep(60)  # killed here, mid-transaction
+    def progress(phase, done, total):
+        print(phase, done, flush=True)
+        if phase == "written":
+            time.sleep(60)  # killed here: every new report written, the transaction not committed
     s.release(dataset="ds", mechanism="m", params_digest="d1", params={}, relation="node-ldp", eps=1.0, delta=0.0,
               users=np.arange(n), rids=np.arange(n, dtype=np.uint64) + 7, progress=progress)
 """)
@@ -96,14 +96,14 @@ def test_a_release_killed_part_way_leaves_the_store_as_it_was(tmp_path):
     s.close()
     proc = subprocess.Popen([sys.executable, "-c", _KILLED, str(path)], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    seen = 0
+    phase, seen = "", 0
     deadline = time.time() + 120
-    while seen < 300_000 and time.time() < deadline:  # wait until 300k users are written, uncommitted
+    while phase != "written" and time.time() < deadline:  # wait until the reports are written, uncommitted
         line = proc.stdout.readline()
         if not line:
             break
-        seen = int(line)
-    assert seen >= 300_000, "the release did not get far enough to be killed part-way"
+        phase, seen = line.split()[0], int(line.split()[1])
+    assert phase == "written" and seen == 1_000_000, "the release did not get far enough to be killed part-way"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     s = ReportStore(path)

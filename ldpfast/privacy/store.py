@@ -132,6 +132,8 @@ class ReportStore:
         self._con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
         self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA synchronous=FULL")  # a committed release survives a power loss
+        self._con.execute("PRAGMA cache_size=-65536")  # 64 MiB of pages: a release touches millions of rows
+        self._con.execute("PRAGMA temp_store=MEMORY")
         self._init_schema()
 
     # --- schema --------------------------------------------------------------------------------
@@ -180,15 +182,19 @@ class ReportStore:
                 eps: float, delta: float, users: np.ndarray, rids: np.ndarray, progress=None) -> ReleaseResult:
         """Record one release of ``users`` (int64 keys) with report ids ``rids`` (uint64), in one
         transaction; returns which users were charged and which withheld (the caller withholds
-        them from the output).  ``progress(done, total)``, if given, is called after each chunk
-        of users written (a killed process leaves the store as before: the test uses it)."""
+        them from the output).  ``progress(phase, done, total)``, if given, is called after each
+        chunk of users staged (``"staged"``) and once the new reports are written, before the
+        commit (``"written"``); a process killed there leaves the store as before (the test)."""
         if relation not in RELATIONS:
             raise ValueError(f"relation: expected one of {sorted(RELATIONS)}, got {relation!r}")
-        users = np.ascontiguousarray(users, dtype=np.int64)
-        rids_s = np.ascontiguousarray(rids, dtype=np.uint64).view(np.int64)  # SQLite integers are signed
-        n = users.shape[0]
-        if rids_s.shape[0] != n:
+        users_in = np.ascontiguousarray(users, dtype=np.int64)
+        n = users_in.shape[0]
+        if np.asarray(rids).shape[0] != n:
             raise ValueError("rids: expected one report id per user")
+        # rows in key order: the B-trees are keyed by user, so inserts append instead of splitting pages
+        order = np.argsort(users_in, kind="stable")
+        users = users_in[order]
+        rids_s = np.ascontiguousarray(np.asarray(rids, dtype=np.uint64)[order]).view(np.int64)  # SQLite: signed
         c = self._con
         c.execute("BEGIN IMMEDIATE")
         try:
@@ -200,44 +206,44 @@ class ReportStore:
             rel_id = c.execute(
                 "INSERT INTO releases(time, dataset, setting, relation, eps, delta) VALUES(?, ?, ?, ?, ?, ?)",
                 (time.time(), ds, setting, relation, float(eps), float(delta))).lastrowid
-            c.execute("CREATE TEMP TABLE IF NOT EXISTS stage(user INTEGER PRIMARY KEY, rid INTEGER NOT NULL)")
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS stage(user INTEGER PRIMARY KEY, rid INTEGER NOT NULL, "
+                      "charge INTEGER NOT NULL DEFAULT 1)")
             c.execute("DELETE FROM stage")
             for a in range(0, n, _CHUNK):
-                c.executemany("INSERT INTO stage VALUES(?, ?)",
+                c.executemany("INSERT INTO stage(user, rid) VALUES(?, ?)",
                               zip(users[a:a + _CHUNK].tolist(), rids_s[a:a + _CHUNK].tolist()))
-            known = np.fromiter((u for (u,) in c.execute(
-                "SELECT s.user FROM stage s JOIN reports r ON r.dataset=? AND r.user=s.user AND r.rid=s.rid",
-                (ds,))), dtype=np.int64)
-            new = ~np.isin(users, known)
+                if progress is not None:
+                    progress("staged", min(n, a + _CHUNK), n)
+            # an unchanged user: the same report id is on record, nothing is charged
+            c.execute("UPDATE stage SET charge = 0 WHERE EXISTS (SELECT 1 FROM reports r WHERE r.dataset = ? AND "
+                      "r.user = stage.user AND r.rid = stage.rid)", (ds,))
+            fresh = np.fromiter((u for (u,) in c.execute("SELECT user FROM stage WHERE charge = 1")), dtype=np.int64)
+            new = np.zeros(n, dtype=bool)
+            new[np.searchsorted(users, fresh)] = True  # users is sorted
             withheld = np.zeros(n, dtype=bool)
             cap = self.budget.get(relation)
             if cap is not None and new.any():
                 tot_u, tot_e = [], []
-                for u, e in c.execute("SELECT t.user, t.eps FROM totals t JOIN stage s ON t.user=s.user "
-                                      "WHERE t.dataset=? AND t.relation=?", (ds, relation)):
+                for u, e in c.execute("SELECT t.user, t.eps FROM totals t JOIN stage s ON t.user = s.user "
+                                      "WHERE s.charge = 1 AND t.dataset = ? AND t.relation = ?", (ds, relation)):
                     tot_u.append(u)
                     tot_e.append(e)
                 total = np.zeros(n)
                 if tot_u:
-                    order = np.argsort(users)
-                    pos = order[np.searchsorted(users, np.asarray(tot_u, dtype=np.int64), sorter=order)]
-                    total[pos] = tot_e
+                    total[np.searchsorted(users, np.asarray(tot_u, dtype=np.int64))] = tot_e
                 # a relative tolerance, so that k reports of eps/k are not refused by rounding
                 withheld = new & (total + eps > cap * (1 + 1e-12))
+                if withheld.any():
+                    c.executemany("UPDATE stage SET charge = 0 WHERE user = ?", ((u,) for u in users[withheld].tolist()))
             charge = new & ~withheld
-            idx = np.nonzero(charge)[0]
-            done = 0
-            for a in range(0, idx.size, _CHUNK):
-                part = idx[a:a + _CHUNK]
-                u, r = users[part].tolist(), rids_s[part].tolist()
-                c.executemany("INSERT INTO reports VALUES(?, ?, ?, ?)", ((ds, ui, ri, rel_id) for ui, ri in zip(u, r)))
-                c.executemany("INSERT INTO totals VALUES(?, ?, ?, ?, ?, 1) ON CONFLICT(dataset, user, relation) "
-                              "DO UPDATE SET eps = eps + excluded.eps, delta = delta + excluded.delta, "
-                              "reports = reports + 1",
-                              ((ds, ui, relation, float(eps), float(delta)) for ui in u))
-                done += part.size
-                if progress is not None:
-                    progress(done, idx.size)
+            # the new reports and the users' totals, in SQL (no row crosses into Python again)
+            c.execute("INSERT INTO reports SELECT ?, user, rid, ? FROM stage WHERE charge = 1", (ds, rel_id))
+            c.execute("INSERT INTO totals SELECT ?, user, ?, ?, ?, 1 FROM stage WHERE charge = 1 "
+                      "ON CONFLICT(dataset, user, relation) DO UPDATE SET eps = eps + excluded.eps, "
+                      "delta = delta + excluded.delta, reports = reports + 1",
+                      (ds, relation, float(eps), float(delta)))
+            if progress is not None:
+                progress("written", int(charge.sum()), n)
             reused = int(n - new.sum())
             c.execute("UPDATE releases SET users=?, new=?, reused=?, withheld=? WHERE id=?",
                       (n, int(charge.sum()), reused, int(withheld.sum()), rel_id))
@@ -246,7 +252,9 @@ class ReportStore:
         except BaseException:
             c.execute("ROLLBACK")
             raise
-        return ReleaseResult(new=charge, withheld=withheld, reused=reused, release_id=rel_id,
+        inv = np.empty_like(order)
+        inv[order] = np.arange(n)  # back to the caller's order
+        return ReleaseResult(new=charge[inv], withheld=withheld[inv], reused=reused, release_id=rel_id,
                              counts={"users": n, "new": int(charge.sum()), "reused": reused,
                                      "withheld": int(withheld.sum())})
 
