@@ -93,5 +93,33 @@ LDP_HD void nh_block_tail(const uint8_t* p, int64_t nbytes, int64_t b, const uin
                 y0, y1);
 }
 
+#if defined(__CUDACC__)
+// The NH sums of blocks g*32 .. g*32+31 of a string (nb blocks), a warp reading each block at
+// once (lane l loads word pair 2l, 2l+1: coalesced) and summing across the warp; lane t keeps
+// block g*32+t's sums in (my0, my1).  Words below nwfull are read whole from w (4-byte aligned),
+// the others byte by byte.  Shared by the CUDA launchers fingerprint.cu and userkey.cu.
+__device__ __forceinline__ void warp_nh_group(const uint8_t* p, int64_t nbytes, const uint32_t* w, int64_t nwfull,
+                                              int64_t g, int64_t nb, const uint32_t* K, int lane, uint64_t& my0,
+                                              uint64_t& my1) {
+    my0 = 0;
+    my1 = 0;
+    for (int t = 0; t < 32 && g * 32 + t < nb; ++t) {
+        const int64_t j = (g * 32 + t) * BLOCK_WORDS + 2 * lane;
+        const uint32_t m0 = j < nwfull ? w[j] : word_tail(p, nbytes, j);
+        const uint32_t m1 = j + 1 < nwfull ? w[j + 1] : word_tail(p, nbytes, j + 1);
+        uint64_t y0 = 0, y1 = 0;
+        nh_pair(m0, m1, K, 2 * lane, y0, y1);
+        for (int o = 16; o > 0; o >>= 1) {
+            y0 += __shfl_xor_sync(0xffffffffu, y0, o);
+            y1 += __shfl_xor_sync(0xffffffffu, y1, o);
+        }
+        if (lane == t) {
+            my0 = y0;
+            my1 = y1;
+        }
+    }
+}
+#endif
+
 }  // namespace fp
 }  // namespace ldp

@@ -26,22 +26,8 @@ extern "C" __global__ void fingerprint_u8(const uint8_t* data, int64_t nbytes, u
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     uint64_t s0 = 0, s1 = 0;
     for (int64_t g = warp; g * 32 < nb; g += nwarps) {  // warp-uniform loop
-        uint64_t my0 = 0, my1 = 0;
-        for (int t = 0; t < 32 && g * 32 + t < nb; ++t) {
-            const int64_t j = (g * 32 + t) * BLOCK_WORDS + 2 * lane;
-            const uint32_t m0 = j < nwfull ? w[j] : word_tail(data, nbytes, j);
-            const uint32_t m1 = j + 1 < nwfull ? w[j + 1] : word_tail(data, nbytes, j + 1);
-            uint64_t y0 = 0, y1 = 0;
-            nh_pair(m0, m1, K, 2 * lane, y0, y1);
-            for (int o = 16; o > 0; o >>= 1) {
-                y0 += __shfl_xor_sync(0xffffffffu, y0, o);
-                y1 += __shfl_xor_sync(0xffffffffu, y1, o);
-            }
-            if (lane == t) {
-                my0 = y0;
-                my1 = y1;
-            }
-        }
+        uint64_t my0, my1;
+        warp_nh_group(data, nbytes, w, nwfull, g, nb, K, lane, my0, my1);
         const int64_t b = g * 32 + lane;
         if (b < nb) block_term(my0, my1, (uint64_t)b, k_pad, k_prf, s0, s1);
     }

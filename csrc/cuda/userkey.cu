@@ -3,8 +3,8 @@
 // csrc/cpu/userkey.cpp).  Geometry (ldpfast/_cuda/userkey.py):
 // * row_digests: a warp per row.  For each 256-byte block of the row every lane reads one word
 //   pair (the warp reads the block at once, coalesced) and the NH sums are added across the
-//   warp; lane t keeps block t's sums of each group of 32 blocks and computes its PRF term, so
-//   the Philox calls run on all lanes.  The lane sums are added across the warp at the end
+//   warp (fp::warp_nh_group, shared with fingerprint.cu); lane t keeps block t's sums of each
+//   group of 32 blocks and computes its PRF term, so the Philox calls run on all lanes.  The lane sums are added across the warp at the end
 //   (mod 2^64, order-free: the C++ launcher's sums).  NH keys once per thread block, in shared
 //   memory.
 // * set_digests: a thread per neighbour entry; each adds its term to its row's two sums with a
@@ -33,22 +33,8 @@ extern "C" __global__ void row_digests(const uint8_t* rows, int64_t n, int64_t n
     const int64_t nb = (nbytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
     uint64_t s0 = 0, s1 = 0;
     for (int64_t g = 0; g * 32 < nb; ++g) {
-        uint64_t my0 = 0, my1 = 0;
-        for (int t = 0; t < 32 && g * 32 + t < nb; ++t) {
-            const int64_t j = (g * 32 + t) * BLOCK_WORDS + 2 * lane;
-            const uint32_t m0 = j < nwfull ? w[j] : word_tail(p, nbytes, j);
-            const uint32_t m1 = j + 1 < nwfull ? w[j + 1] : word_tail(p, nbytes, j + 1);
-            uint64_t y0 = 0, y1 = 0;
-            nh_pair(m0, m1, K, 2 * lane, y0, y1);
-            for (int o = 16; o > 0; o >>= 1) {
-                y0 += __shfl_xor_sync(0xffffffffu, y0, o);
-                y1 += __shfl_xor_sync(0xffffffffu, y1, o);
-            }
-            if (lane == t) {
-                my0 = y0;
-                my1 = y1;
-            }
-        }
+        uint64_t my0, my1;
+        warp_nh_group(p, nbytes, w, nwfull, g, nb, K, lane, my0, my1);
         const int64_t b = g * 32 + lane;
         if (b < nb) block_term(my0, my1, (uint64_t)b, k_pad, k_prf, s0, s1);
     }

@@ -64,6 +64,17 @@ def _skip_field(st, p, S, hits, nh, level, lv):
 
 
 @jit
+def _push(out, cnt, j):
+    """out[cnt] = j, growing out by doubling; returns (out, cnt + 1)."""
+    if cnt == out.shape[0]:
+        o2 = np.empty(2 * cnt + 16, np.int64)
+        o2[:cnt] = out[:cnt]
+        out = o2
+    out[cnt] = j
+    return out, cnt + 1
+
+
+@jit
 def _contains(col, b, d, v):
     lo, hi = 0, d
     while lo < hi:
@@ -99,12 +110,7 @@ def _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, 
                 R.cell_init(st, s, st_t, np.uint64(keys[j]), 0)
                 keep = R.bernoulli_words(st, p_t)
         if keep:
-            if cnt == out.shape[0]:
-                o2 = np.empty(2 * cnt + 16, np.int64)
-                o2[:cnt] = out[:cnt]
-                out = o2
-            out[cnt] = j
-            cnt += 1
+            out, cnt = _push(out, cnt, j)
     S = row_of_key.shape[0]
     hits = np.empty(16, np.int64)
     lv = np.empty(16, np.int64)
@@ -144,12 +150,7 @@ def _row(i, rowptr, col, keys, row_of_key, seeds, st_t, st_f, mode, pt, pf, pm, 
                     R.cell_init(st, s, st_f, np.uint64(k), BAND_COL)
                     keep = R.bernoulli_words(st, prob)
         if keep:
-            if cnt == out.shape[0]:
-                o2 = np.empty(2 * cnt + 16, np.int64)
-                o2[:cnt] = out[:cnt]
-                out = o2
-            out[cnt] = j
-            cnt += 1
+            out, cnt = _push(out, cnt, j)
     out[:cnt].sort()
     return out, cnt
 

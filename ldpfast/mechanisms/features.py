@@ -154,6 +154,31 @@ def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str,
     return seeds if name == "cuda" else seeds.numpy().view(np.uint64)
 
 
+_KEYING_DOC = """seed : int, optional
+        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
+        rebuild the noise.
+    user_keys : 1-D int tensor, optional
+        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
+        ``user_keys[i]``, its own input and every parameter of the output law, never to its
+        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
+    dataset : str
+        Dataset name, the domain separator: two datasets under one secret never share bits
+        (default ``"default"``).
+    backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
+    row_offset : int
+        Key of the first row when ``user_keys`` is None (default 0), so that
+        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
+        :mod:`ldpfast.distributed.shards` randomises row blocks)."""
+
+
+def _keying_doc(f):
+    """Put the shared parameters (seed, user_keys, dataset, backend, row_offset) into ``f``'s docstring."""
+    f.__doc__ = f.__doc__.replace("{keying}", _KEYING_DOC)
+    return f
+
+
 def _thresholds(eps: float, k: np.ndarray) -> np.ndarray:
     """Per-column GRR keep thresholds (one computation per distinct domain size)."""
     table = {int(v): grr_threshold(eps, int(v)) for v in np.unique(k)}
@@ -168,6 +193,7 @@ def _categorical_input(x, name="x"):
     return x2
 
 
+@_keying_doc
 def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=None,
         dataset: str = DEFAULT_DOMAIN, backend: str | None = None, row_offset: int = 0,
         _keying=None) -> tuple[torch.Tensor, Spent]:
@@ -185,23 +211,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=No
         Domain size(s) ``k_j >= 1`` (public).
     eps : float
         Budget of each single report, > 0.
-    seed : int, optional
-        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
-        rebuild the noise.
-    user_keys : 1-D int tensor, optional
-        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
-        ``user_keys[i]``, its own input and every parameter of the output law, never to its
-        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
-    dataset : str
-        Dataset name, the domain separator: two datasets under one secret never share bits
-        (default ``"default"``).
-    backend : {"cpp", "numba", "cuda"}, optional
-        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
-        else C++ if built, else Numba).
-    row_offset : int
-        Key of the first row when ``user_keys`` is None (default 0), so that
-        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).
+    {keying}
 
     Returns
     -------
@@ -230,6 +240,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=No
     return out.reshape(x.shape), spent
 
 
+@_keying_doc
 def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = None, *,
            accounting: str = "exact", user_keys=None, dataset: str = DEFAULT_DOMAIN,
            backend: str | None = None, row_offset: int = 0, _keying=None) -> tuple[torch.Tensor, Spent]:
@@ -251,23 +262,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
         Budget of each sampled feature's GRR report, > 0.
     m : int
         Number of sampled features, ``1 <= m <= d``.
-    seed : int, optional
-        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
-        rebuild the noise.
-    user_keys : 1-D int tensor, optional
-        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
-        ``user_keys[i]``, its own input and every parameter of the output law, never to its
-        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
-    dataset : str
-        Dataset name, the domain separator: two datasets under one secret never share bits
-        (default ``"default"``).
-    backend : {"cpp", "numba", "cuda"}, optional
-        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
-        else C++ if built, else Numba).
-    row_offset : int
-        Key of the first row when ``user_keys`` is None (default 0), so that
-        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).
+    {keying}
 
     Returns
     -------
@@ -341,6 +336,7 @@ def _continuous_input(x, alpha, beta):
     return alpha, beta
 
 
+@_keying_doc
 def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
            seed: int | None = None, *, user_keys=None, dataset: str = DEFAULT_DOMAIN,
            backend: str | None = None, row_offset: int = 0, _keying=None) -> tuple[torch.Tensor, Spent]:
@@ -361,23 +357,7 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
         Per-node budget, > 0.
     alpha, beta : float
         Public range of the features, ``alpha < beta``.
-    seed : int, optional
-        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
-        rebuild the noise.
-    user_keys : 1-D int tensor, optional
-        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
-        ``user_keys[i]``, its own input and every parameter of the output law, never to its
-        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
-    dataset : str
-        Dataset name, the domain separator: two datasets under one secret never share bits
-        (default ``"default"``).
-    backend : {"cpp", "numba", "cuda"}, optional
-        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
-        else C++ if built, else Numba).
-    row_offset : int
-        Key of the first row when ``user_keys`` is None (default 0), so that
-        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).
+    {keying}
 
     Returns
     -------
@@ -407,6 +387,7 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     return out, spent
 
 
+@_keying_doc
 def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: float = 0.0,
                     beta: float = 1.0, seed: int | None = None, *, user_keys=None,
                     dataset: str = DEFAULT_DOMAIN, backend: str | None = None, row_offset: int = 0,
@@ -429,23 +410,7 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
         ``m* = max(1, min(d, floor(eps / 2.18)))`` (eq. 6).
     alpha, beta : float
         Public feature range, ``alpha < beta``.
-    seed : int, optional
-        The caller's 64-bit secret (``None``: fresh from the OS).  Never recorded: it would
-        rebuild the noise.
-    user_keys : 1-D int tensor, optional
-        One distinct key in ``[0, 2^63)`` per row: row ``i``'s report is keyed to user
-        ``user_keys[i]``, its own input and every parameter of the output law, never to its
-        position (:mod:`ldpfast.privacy.users`).  Default: row ``row_offset + i`` is the user.
-    dataset : str
-        Dataset name, the domain separator: two datasets under one secret never share bits
-        (default ``"default"``).
-    backend : {"cpp", "numba", "cuda"}, optional
-        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
-        else C++ if built, else Numba).
-    row_offset : int
-        Key of the first row when ``user_keys`` is None (default 0), so that
-        ``f(x[a:b], ..., row_offset=a)`` equals ``f(x, ...)[a:b]`` bit for bit (how
-        :mod:`ldpfast.distributed.shards` randomises row blocks).
+    {keying}
 
     Returns
     -------
