@@ -342,3 +342,26 @@ def test_sharded_store_withholds_users_over_budget(client, tmp_path):
     SH.write_shards(g, tmp_path / "plain", 2, y=y)  # no user ids: a store cannot account them
     with pytest.raises(ValueError, match="user_id"):
         SH.randomize(tmp_path / "plain", tmp_path / "o2", seed=SEED, client=client, labels=lab, store=store)
+
+
+def test_cli_randomize_with_a_store_and_dataset(client, tmp_path, capsys):
+    from ldpfast.cli import main
+
+    g, _, y, ids = _snapshot(0)
+    SH.write_shards(g, tmp_path / "in", 2, y=y, user_id=ids)
+    seed_file = tmp_path / "seed"
+    seed_file.write_text(str(SEED))
+    args = ["randomize", str(tmp_path / "in"), "", "--scheduler", client.scheduler.address, "--labels", "5",
+            "--label-eps", "1", "--seed-file", str(seed_file), "--no-progress", "--dataset", "cli",
+            "--store", str(tmp_path / "s.sqlite"), "--budget", "1.5"]
+    for out in ("o1", "o2"):
+        args[2] = str(tmp_path / out)
+        assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert printed.count('"store": {') == 2 and str(SEED) not in printed
+    a, b = SH.read_shards(tmp_path / "o1"), SH.read_shards(tmp_path / "o2")
+    assert torch.equal(a["y"], b["y"])  # the second run: every user unchanged, the identical reports
+    from ldpfast.privacy import ReportStore
+
+    s = ReportStore(tmp_path / "s.sqlite")
+    assert [r["new"] for r in s.releases()] == [len(y), 0] and s.summary("cli")["node-ldp"]["max"] == 1.0
