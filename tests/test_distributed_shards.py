@@ -358,7 +358,7 @@ def test_cli_randomize_with_a_store_and_dataset(client, tmp_path, capsys):
         args[2] = str(tmp_path / out)
         assert main(args) == 0
     printed = capsys.readouterr().out
-    assert printed.count('"store": {') == 2 and str(SEED) not in printed
+    assert printed.count('"node-ldp": {') == 2 and str(SEED) not in printed  # the store's summary, per run
     a, b = SH.read_shards(tmp_path / "o1"), SH.read_shards(tmp_path / "o2")
     assert torch.equal(a["y"], b["y"])  # the second run: every user unchanged, the identical reports
     from ldpfast.privacy import ReportStore
