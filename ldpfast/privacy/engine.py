@@ -388,14 +388,16 @@ class NodeDPEngine:
         C = check_eps("max_grad_norm", max_grad_norm)
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
-        gsm = model if isinstance(model, SubgraphGradSampleModule) else SubgraphGradSampleModule(
-            model, check_independence=check_independence)
-        trainable = {id(p) for p in gsm._module.parameters() if p.requires_grad}
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        inner = model._module if isinstance(model, SubgraphGradSampleModule) else model
+        trainable = {id(p) for p in inner.parameters() if p.requires_grad}
         in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        if in_opt != trainable:
+        if in_opt != trainable:  # checked before the wrapper hooks the model
             raise ValueError(f"optimizer: must hold exactly the model's trainable parameters (it holds "
                              f"{len(in_opt & trainable)} of the model's {len(trainable)}, and {len(in_opt - trainable)} "
                              "others): build it as torch.optim.X(model.parameters(), ...) on the model you pass")
+        gsm = model if inner is not model else SubgraphGradSampleModule(model, check_independence=check_independence)
         seed = resolve_seed(seed)
         heter = plan["sampling"] == "heterpoisson"
         # "nodes": the sampler only draws the central nodes (M plays no part in central())

@@ -265,7 +265,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
         # a training forward through the wrapper since the last release (clip_and_accumulate)
         self._pending = False
         # the first parameterised module that ran a training forward with autograd outside the
-        # wrapper since the last release (what bypassing the wrapper looks like)
+        # wrapper since the last forward through it or release (what bypassing the wrapper looks like)
         self._bypassed: str | None = None
         self._names = {m: n for n, m in model.named_modules()}
         self._handles = []
@@ -432,6 +432,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._seg = seg
         self._num_subgraphs = int(num_subgraphs)
         self._pending = True
+        self._bypassed = None  # a bypass is what happens between this forward and the release
         self._active = True
         try:
             out = self._module(x, edge_index)
@@ -489,6 +490,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
         ``a is None``: the parameter's per-sub-graph gradient is the sum of the rows of ``g``
         over the sub-graph's rows; otherwise it is ``sum_rows g^T a``.
         """
+        if self._num_subgraphs == 0:  # an empty batch (zero-row gradients, if any): the clipped sum is 0
+            return []
         out = []
         for r in self._recs:
             if r.g is None:
