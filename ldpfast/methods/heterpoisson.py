@@ -53,8 +53,10 @@ training nodes as public (pass ``q_b`` to fix the rate independently of it).
 No report, ledger entry or settings dict holds the seed: whoever keeps it can rebuild the
 noise, so reproducibility stays with the caller.
 
-The reproduction of Tables II and IV (``ldpfast reproduce heterpoisson``) is
-:mod:`ldpfast.reproduce.heterpoisson`.
+Training is the PyG-style loop of :class:`ldpfast.privacy.NodeDPEngine` (``model="mlp"``:
+its ``sampling="nodes"``); the seeds are derived as before, so a seed gives the same run as
+the earlier hand-built loop.  The reproduction of Tables II and IV (``ldpfast reproduce
+heterpoisson``) is :mod:`ldpfast.reproduce.heterpoisson`.
 """
 from __future__ import annotations
 
