@@ -479,8 +479,8 @@ class NodeDPEngine:
         ------
         ValueError
             When the state was accounted under another sampling, ``q_b``, ``M``, graph size,
-            degree model, ``sigma`` or ``max_grad_norm`` (one accountant covers all steps), or
-            lacks a key; nothing is changed then.
+            degree model, ``sigma`` or ``max_grad_norm`` (one accountant covers all steps),
+            belongs to another architecture, or lacks a key; nothing is changed then.
         """
         opt = self._made()
         missing = {"model", "optimizer", "sampler_seed", "plan"} - set(state_dict)
@@ -497,6 +497,11 @@ class NodeDPEngine:
                 raise ValueError(f"{k}: the state was taken at {k}={state_dict['optimizer'].get(k)}, this engine "
                                  f"uses {getattr(opt, k)}; the accountant assumes one {k} for all steps: make the "
                                  "engine private with the same settings (same target, epochs and batch size)")
-        self.module._module.load_state_dict(state_dict["model"])
-        opt.load_state_dict(state_dict["optimizer"])
+        mine = self.module._module.state_dict()
+        theirs = state_dict["model"]
+        if set(mine) != set(theirs) or any(tuple(mine[k].shape) != tuple(theirs[k].shape) for k in mine):
+            raise ValueError("state_dict['model']: not a state of this model (other parameter names or shapes): "
+                             "resume with the same architecture")
+        opt.load_state_dict(state_dict["optimizer"])  # validates before it changes anything
+        self.module._module.load_state_dict(theirs)
         self.sampler.sampler.seed = int(state_dict["sampler_seed"])
