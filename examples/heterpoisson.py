@@ -8,16 +8,16 @@ features, label and edges) against anyone who sees the trained model: node-level
 ``(eps, delta)``-DP.  Each step samples sub-graphs with the HeterPoisson sampler (Poisson
 central nodes, out-degree-adjusted Poisson neighbours), clips each sub-graph's gradient,
 adds Gaussian noise, and the accountant of the paper's Theorem 2 calibrates the noise to
-the target ``eps``.  Test nodes are classified from neighbours among the test nodes only
-(section 4.4), so inference touches no training node.  The packaged pipeline is
+the target ``eps``: :class:`ldpfast.privacy.NodeDPEngine` sets all of this up in one call,
+and the training loop is an ordinary PyG loop.  Test nodes are classified from neighbours
+among the test nodes only (section 4.4), so inference touches no training node.  The packaged pipeline is
 ``ldpfast.methods.heterpoisson.fit`` / ``ldpfast reproduce heterpoisson``.
 
-    python examples/heterpoisson.py [--eps 8] [--M 2] [--epochs 9] [--quick]
+    python examples/heterpoisson.py [--eps 8] [--M 2] [--epochs 9] [--seed S] [--quick]
 """
 from __future__ import annotations
 
 import argparse
-import math
 
 import torch
 import torch.nn.functional as F
@@ -25,9 +25,9 @@ import torch_geometric.transforms as T
 from torch_geometric.nn import GCNConv
 
 import ldpfast as lf
-from ldpfast.privacy.accountants import HeterPoissonAccountant
-from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
-from ldpfast.sampling import HeterPoisson, inference_subgraphs
+from ldpfast.privacy import NodeDPEngine
+from ldpfast.privacy.dpsgd import subgraph_loss
+from ldpfast.sampling import inference_subgraphs
 
 
 class GCN(torch.nn.Module):
@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=float, default=9.0, help="steps T = epochs / q_b")
     p.add_argument("--clip", type=float, default=0.5, help="per-sub-graph clipping norm C")
     p.add_argument("--lr", type=float, default=0.03)
+    p.add_argument("--seed", type=int, default=None,
+                   help="secret seed of the batches and the noise (default: fresh from the OS)")
     p.add_argument("--root", default=None,
                    help="where the processed dataset is stored (default ~/.cache/ldpfast/processed)")
     p.add_argument("--quick", action="store_true", help="a few steps (smoke test)")
@@ -60,49 +62,35 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     split = T.RandomNodeSplit(split="train_rest", num_val=0.0, num_test=0.2)
     data = lf.datasets.GraphDataset(a.root, "cora", pre_transform=split)[0]
-    n = data.num_nodes
-    train_mask, test_mask = data.train_mask, data.test_mask
+    delta = 1.0 / data.num_nodes ** 1.1
 
-    n_train = int(train_mask.sum())
-    q_b = min(1.0, a.batch / n_train)  # Poisson rate of the central nodes
-    steps = 3 if a.quick else math.ceil(a.epochs / q_b)
-    delta = 1.0 / n ** 1.1
-    accountant = HeterPoissonAccountant(q_b, a.M, n)
-    sigma = accountant.calibrate_sigma(a.eps, delta, steps)  # Theorem 2, RDP
-    print(f"q_b={q_b:.4f}, T={steps} steps, M={a.M:g}: sigma={sigma:.3f} for "
-          f"({a.eps:g}, {delta:.2e}) node-level DP")
-
+    # Node-level DP-SGD: the engine calibrates sigma for (eps, delta) over the planned steps
+    # and returns the per-sub-graph gradient wrapper, the DP optimizer and the sampler.
     torch.manual_seed(0)
     model = GCN(data.num_features, 64, int(data.y.max()) + 1)
-    gsm = SubgraphGradSampleModule(model)  # per-sub-graph gradients in one backward
-    # bound to the accountant and the plan: a step past `steps` is refused, and
-    # opt.epsilon() accounts for the steps actually taken
-    opt = DPOptimizer(torch.optim.Adam(model.parameters(), lr=a.lr), gsm, sigma=sigma,
-                      max_grad_norm=a.clip, expected_batch_size=q_b * n_train,
-                      accountant=accountant, max_steps=steps)
-    sampler = HeterPoisson(data, q_b, a.M, train_nodes=train_mask, num_steps=steps)
-    for t in range(steps):
-        batch = sampler.sample(t)
-        gsm.train()
-        opt.zero_grad()
-        if batch.num_subgraphs == 0:
-            opt.noise_only_step()  # an empty Poisson batch still releases noise
-        else:
-            loss = subgraph_loss(gsm(batch), batch)
-            loss.backward()
-            opt.step()
-        if t % 20 == 0 or t == steps - 1:
-            print(f"step {t:4d}  sub-graphs {batch.num_subgraphs:4d}")
+    engine = NodeDPEngine(accountant="rdp")
+    model, optimizer, sampler = engine.make_private_with_epsilon(
+        model, torch.optim.Adam(model.parameters(), lr=a.lr), data, target_epsilon=a.eps, target_delta=delta,
+        epochs=0.3 if a.quick else a.epochs, max_grad_norm=a.clip, expected_batch_size=a.batch, M=a.M,
+        train_mask=data.train_mask, seed=a.seed)
+    print(f"{sampler}: sigma={optimizer.sigma:.3f} for ({a.eps:g}, {delta:.2e}) node-level DP")
+    model.train()
+    for batch in sampler:  # an empty Poisson sample is a batch too: its step releases noise only
+        optimizer.zero_grad()
+        loss = subgraph_loss(model(batch), batch)  # a sum over the sub-graphs, not a mean
+        loss.backward()
+        optimizer.step()
+        if batch.step % 20 == 0:
+            print(f"step {batch.step:4d}  sub-graphs {batch.num_subgraphs:4d}  loss {loss.item():.1f}")
+    print(f"privacy spent: ({engine.get_epsilon(delta):.3f}, {delta:.2e}) after {engine.steps} steps\n"
+          f"  under: {engine.privacy_model}")
 
+    # Test nodes are classified from neighbours among the test nodes only (section 4.4).
     model.eval()
-    test = inference_subgraphs(data, test_mask, 13, peripheral_nodes=test_mask)
+    test = inference_subgraphs(data, data.test_mask, 13, peripheral_nodes=data.test_mask)
     with torch.no_grad():
-        pred = model(test.x, test.edge_index)[test.center].argmax(1)
-    acc = float((pred == test.y).float().mean())
-    spent = opt.epsilon(delta)
-    print(f"privacy spent: ({spent.eps:.3f}, {delta:.2e}) after {opt.steps} steps "
-          f"(RDP order {spent.order})\n  under: {spent.model}")
-    print(f"test accuracy {acc:.3f}")
+        pred = model(test)[test.center].argmax(1)
+    print(f"test accuracy {float((pred == test.y).float().mean()):.3f}")
     return 0
 
 

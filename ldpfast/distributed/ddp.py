@@ -45,6 +45,7 @@ import torch
 from .._checks import check_eps, check_int, check_prob, check_real
 from ..privacy.budget import Spent
 from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+from ..privacy.engine import NOISE_TAG, SAMPLER_TAG
 from ..rng import resolve_seed
 
 __all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "main", "train"]
@@ -52,9 +53,8 @@ __all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "
 AGREED = ("seed", "q_b", "M", "C", "sigma", "T")
 """Parameters every rank must share (checked by :func:`check_agreement`)."""
 
-# the same derived seeds as ldpfast.methods.heterpoisson.fit (sampler, noise)
-_SAMPLER_TAG = 0xBA7C4
-_NOISE_TAG = 0x5EED
+# the same derived seeds as NodeDPEngine and ldpfast.methods.heterpoisson.fit (sampler, noise)
+_SAMPLER_TAG, _NOISE_TAG = SAMPLER_TAG, NOISE_TAG
 
 
 def _world() -> tuple[int, int]:
@@ -268,8 +268,7 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
         gsm.train()
         opt.zero_grad()
         if batch.num_subgraphs == 0:  # this rank's share is empty: it still joins the all-reduce
-            gsm._recs, gsm._num_subgraphs = [], 0
-            gsm._seg = torch.zeros(0, dtype=torch.long)
+            gsm.forward_empty()
         else:
             subgraph_loss(gsm(batch), batch).backward()
         opt.step()

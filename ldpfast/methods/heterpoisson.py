@@ -53,12 +53,13 @@ training nodes as public (pass ``q_b`` to fix the rate independently of it).
 No report, ledger entry or settings dict holds the seed: whoever keeps it can rebuild the
 noise, so reproducibility stays with the caller.
 
-The reproduction of Tables II and IV (``ldpfast reproduce heterpoisson``) is
-:mod:`ldpfast.reproduce.heterpoisson`.
+Training is the PyG-style loop of :class:`ldpfast.privacy.NodeDPEngine` (``model="mlp"``:
+its ``sampling="nodes"``); the seeds are derived as before, so a seed gives the same run as
+the earlier hand-built loop.  The reproduction of Tables II and IV (``ldpfast reproduce
+heterpoisson``) is :mod:`ldpfast.reproduce.heterpoisson`.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -70,8 +71,9 @@ import torch.nn.functional as F
 from .. import _backend
 from .._checks import check_eps, check_int, check_prob, check_real
 from .._deprecated import moved_names
-from ..privacy.accountants import check_degree_model, privacy_model
+from ..privacy.accountants import check_degree_model
 from ..privacy.budget import Spent
+from ..privacy.engine import NODES_PRIVACY_MODEL
 from ..rng import resolve_seed
 from ._common import _data_tensors, data_to, device_raises, resolve_device, with_edge_index
 
@@ -79,8 +81,7 @@ __all__ = ["HeterPoissonReport", "build_model", "fit", "split_nodes"]
 
 MODELS = ("gcn", "sage", "gin", "mlp")
 SETTINGS = ("transductive", "inductive")
-MLP_PRIVACY_MODEL = ("node-level DP, one example per training node (its features and label; the MLP reads no "
-                     "edge): the Poisson-subsampled Gaussian mechanism, also when the structure is private")
+MLP_PRIVACY_MODEL = NODES_PRIVACY_MODEL  # the naive DP-SGD rows (NodeDPEngine sampling="nodes")
 
 # The reproduction (Tables II and IV) moved to ldpfast.reproduce.heterpoisson (old paths warn for
 # one release).
@@ -205,21 +206,9 @@ def _induced(data, mask: torch.Tensor):
     return Data(x=data.x[mask], y=data.y[mask], edge_index=ei, num_nodes=int(mask.sum()))
 
 
-def _singletons(nodes: torch.Tensor, data, step: int):
-    """A SubgraphBatch of one-node sub-graphs (naive DP-SGD: examples are nodes)."""
-    from ..sampling.heterpoisson import SubgraphBatch
-
-    B = int(nodes.numel())
-    dev = nodes.device
-    ar = torch.arange(B, device=dev)
-    return SubgraphBatch(x=data.x[nodes], edge_index=torch.zeros(2, 0, dtype=torch.long, device=dev),
-                         n_id=nodes.clone(), ptr=torch.arange(B + 1, device=dev), batch=ar, center=ar.clone(),
-                         y=data.y[nodes], zeroed=torch.zeros(B, dtype=torch.bool, device=dev), step=step)
-
-
 @torch.no_grad()
 def _evaluate(model, data, nodes_mask, n_test, allow_mask, seed, kind, chunk=8192) -> float:
-    from ..sampling import inference_subgraphs
+    from ..sampling import inference_subgraphs, singleton_batch
 
     model.eval()
     nodes = torch.nonzero(nodes_mask).flatten()
@@ -228,7 +217,7 @@ def _evaluate(model, data, nodes_mask, n_test, allow_mask, seed, kind, chunk=819
         sel = torch.zeros_like(nodes_mask)
         sel[nodes[s:s + chunk]] = True
         if kind == "mlp":
-            b = _singletons(nodes[s:s + chunk], data, 0)
+            b = singleton_batch(data, nodes[s:s + chunk])
         else:
             b = inference_subgraphs(data, sel, n_test, peripheral_nodes=allow_mask, seed=seed)
         out = model(b.x, b.edge_index)
@@ -342,6 +331,10 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     hidden = check_int("hidden", hidden, 1)
     num_layers = check_int("num_layers", num_layers, 1)
     expected_batch_size = check_int("expected_batch_size", expected_batch_size, 1)
+    # fit's names for the engine's sample_rate, steps, noise_multiplier
+    q_b = None if q_b is None else check_prob("q_b", q_b, open_low=True)
+    T = None if T is None else check_int("T", T, 1)
+    sigma = None if sigma is None else check_eps("sigma", sigma)
     seed = resolve_seed(seed)
     if not isinstance(report_pld, bool):
         raise TypeError(f"report_pld: expected a bool, got {type(report_pld).__name__}")
@@ -366,83 +359,67 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
 def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epochs, T, max_grad_norm, lr, hidden,
          num_layers, n_test, train_frac, accountant, report_pld, overlap, induced, degree_model, degree_bound, seed,
          sigma, backend, progress, dataset, n):
-    """:func:`fit` on ``data`` already on ``dev`` (arguments checked)."""
-    from ..privacy.accountants import HeterPoissonAccountant, MixtureAccountant
-    from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    """:func:`fit` on ``data`` already on ``dev`` (arguments checked): the PyG-style loop of
+    :class:`ldpfast.privacy.NodeDPEngine`."""
+    from ..privacy.dpsgd import subgraph_loss
+    from ..privacy.engine import NodeDPEngine
+    from ..sampling.heterpoisson import out_degrees
 
     t0 = time.perf_counter()
     # drawn on the CPU (same split on every device), then moved
     train_mask, test_mask = (t.to(dev) for t in split_nodes(n, seed, train_frac))
     n_train = int(train_mask.sum())
-    if q_b is None:
-        q_b = min(1.0, expected_batch_size / n_train)
-    q_b = check_prob("q_b", q_b, open_low=True)
-    if T is None:
-        epochs = check_real("epochs", epochs, 1e-9)
-        T = max(1, math.ceil(epochs / q_b - 1e-9))
-    T = check_int("T", T, 1)
-
-    # -- sampler (built before the accountant: it refuses graphs outside the model) -------
-    sampler = _train_sampler(data, train_mask, setting, q_b, M, T, seed, induced, backend,
-                             degree_model if model != "mlp" else "s2_public_degrees",
-                             degree_bound if model != "mlp" else None)
-    g_train, train_nodes = sampler.data, (train_mask if setting == "transductive" else None)
     if setting == "transductive":
+        g_train, train_nodes = data, train_mask
         g_test, test_nodes, test_allow = data, test_mask, test_mask
     else:
+        g_train, train_nodes = _induced(data, train_mask), None
         g_test = _induced(data, test_mask)
         test_nodes, test_allow = torch.ones(g_test.num_nodes, dtype=torch.bool, device=dev), None
+    heter = model != "mlp"
+    # inductive under S2: D_ot is still the *whole* graph's out-degree, the public, fixed
+    # quantity of model S2, and the accountant's |V| is the whole graph's
+    s2_inductive = heter and setting == "inductive" and degree_model == "s2_public_degrees"
+    plan = {"expected_batch_size": None if q_b is not None else expected_batch_size, "sample_rate": q_b,
+            "epochs": None if T is not None else epochs, "steps": T, "max_grad_norm": max_grad_norm,
+            "train_mask": train_nodes, "sampling": "heterpoisson" if heter else "nodes", "M": M if heter else None,
+            "degree_model": degree_model if heter else "s2_public_degrees",
+            "degree_bound": degree_bound if heter else None,
+            "out_degree": out_degrees(data, backend=backend)[train_mask] if s2_inductive else None,
+            "num_nodes": n, "induced": induced, "seed": seed, "backend": backend}
 
-    # -- accountant and sigma ----------------------------------------------------------
-    if model == "mlp":
-        pm = MLP_PRIVACY_MODEL
-        mix = ([0.0, 0.5], [1 - q_b, q_b]) if q_b < 1 else ([0.5], [1.0])
-        acc = MixtureAccountant(*mix, model=pm)
-    else:
-        pm = privacy_model(degree_model, degree_bound)
-        # S2: D_ot ranges over the whole graph's out-degrees in both settings
-        acc = HeterPoissonAccountant(q_b, M, n, degree_model=degree_model, degree_bound=degree_bound)
-    if sigma is None:
-        sigma = acc.calibrate_sigma(eps, delta, T, method=accountant)
-    sigma = check_eps("sigma", sigma)
-
-    # -- model, sampler, optimizer -----------------------------------------------------
     torch.manual_seed(seed)
     net = build_model(model, int(data.x.shape[1]), int(data.y.max()) + 1, hidden=hidden,
                       num_layers=num_layers).to(dev)  # initialised on the CPU: same weights on every device
-    gsm = SubgraphGradSampleModule(net)
-    n_cand = n_train if train_nodes is not None else int(g_train.num_nodes)
-    # bound to the accountant and the plan: a step past T is refused, eps is of the steps counted
-    opt = DPOptimizer(torch.optim.Adam(net.parameters(), lr=lr), gsm, sigma=sigma, max_grad_norm=max_grad_norm,
-                      expected_batch_size=q_b * n_cand, seed=seed ^ 0x5EED, accountant=acc, max_steps=T)
-    steps = range(T)
+    adam = torch.optim.Adam(net.parameters(), lr=lr)
+    engine = NodeDPEngine(accountant=accountant)
+    if sigma is None:
+        gsm, opt, sampler = engine.make_private_with_epsilon(net, adam, g_train, eps, delta, **plan)
+    else:
+        gsm, opt, sampler = engine.make_private(net, adam, g_train, noise_multiplier=sigma, **plan)
+    sigma, q_b, T = opt.sigma, sampler.q_b, sampler.steps
+    pm = engine.privacy_model
+    steps = iter(sampler)
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"heterpoisson {dataset or ''} {model} eps={eps:g}", leave=False)
+        steps = tqdm(steps, total=T, desc=f"heterpoisson {dataset or ''} {model} eps={eps:g}", leave=False)
     t_sample = t_train = 0.0
     clipped = []
     sizes = []
-    for t in steps:
-        s0 = time.perf_counter()
-        if model == "mlp":
-            batch = _singletons(sampler.central(t), g_train, t)
-        else:
-            batch = sampler.sample(t)
+    gsm.train()
+    s0 = time.perf_counter()
+    for batch in steps:  # an empty Poisson sample flows through: step() releases noise only
         s1 = time.perf_counter()
-        gsm.train()
-        opt.zero_grad()
-        if batch.num_subgraphs == 0:
-            opt.noise_only_step()
-        else:
-            out = gsm(batch)
-            subgraph_loss(out, batch).backward()
-            opt.step()
-            f = opt.last_stats.factors
-            clipped.append((f < 1).float().mean())  # kept on the device, read once after training
-        sizes.append(batch.num_subgraphs)
         t_sample += s1 - s0
-        t_train += time.perf_counter() - s1
+        opt.zero_grad()
+        subgraph_loss(gsm(batch), batch).backward()
+        opt.step()
+        if batch.num_subgraphs:
+            clipped.append((opt.last_stats.factors < 1).float().mean())  # on the device, read once after training
+        sizes.append(batch.num_subgraphs)
+        s0 = time.perf_counter()
+        t_train += s0 - s1
     if opt.steps != T:  # every step releases (noise-only ones included): a mismatch is a bug
         raise RuntimeError(f"heterpoisson.fit: {opt.steps} DP steps counted, {T} planned")
     rep_rdp = opt.epsilon(delta, method="rdp")
@@ -453,39 +430,20 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
                 "n_test_nodes": int(test_mask.sum()), "hidden": hidden, "num_layers": num_layers, "lr": lr,
                 "max_grad_norm": max_grad_norm, "noise_std": 2 * max_grad_norm * sigma, "N_test": n_test,
                 "accountant": accountant, "overlap": overlap, "induced": induced,
-                "degree_model": None if model == "mlp" else degree_model,
-                "degree_bound": None if model == "mlp" else degree_bound,
+                "degree_model": degree_model if heter else None,
+                "degree_bound": degree_bound if heter else None,
                 "rdp_order": rep_rdp.order, "rdp_K": rep_rdp.K, "rdp_delta_tail": rep_rdp.delta_tail,
                 "rdp_worst_degree": rep_rdp.worst_degree, "mean_subgraphs": float(np.mean(sizes)) if sizes else 0.0,
                 "clipped_fraction": float(np.mean(torch.stack(clipped).cpu().tolist())) if clipped else 0.0,
                 "seconds_sampling": t_sample, "seconds_training": t_train,
                 "seconds_total": time.perf_counter() - t0}
-    spent = Spent(mechanism="dpsgd" if model == "mlp" else "heterpoisson", target="nodes", eps=float(eps_spent),
+    spent = Spent(mechanism="heterpoisson" if heter else "dpsgd", target="nodes", eps=float(eps_spent),
                   delta=float(delta), guarantee=f"(eps, delta) {pm}",
-                  params={"q_b": q_b, "M": None if model == "mlp" else M, "sigma": sigma, "T": opt.steps,
+                  params={"q_b": q_b, "M": M if heter else None, "sigma": sigma, "T": opt.steps,
                           "C": max_grad_norm, "accountant": accountant,
-                          "degree_model": None if model == "mlp" else degree_model,
-                          "degree_bound": None if model == "mlp" else degree_bound})
+                          "degree_model": degree_model if heter else None,
+                          "degree_bound": degree_bound if heter else None})
     return HeterPoissonReport(accuracy=acc_test, eps=float(eps_spent), delta=float(delta), eps_target=eps,
                               eps_rdp=float(rep_rdp.eps), eps_pld=None if eps_pld is None else float(eps_pld),
-                              sigma=float(sigma), T=opt.steps, q_b=float(q_b), M=None if model == "mlp" else float(M),
+                              sigma=float(sigma), T=opt.steps, q_b=float(q_b), M=float(M) if heter else None,
                               privacy=spent, settings=settings, privacy_model=pm)
-
-
-def _train_sampler(data, train_mask, setting, q_b, M, T, seed, induced, backend, degree_model, degree_bound):
-    """The training sampler of :func:`fit` (``sampler.data`` is the graph it samples on).
-
-    Inductive: samples on the training graph; under S2 ``D_ot`` is still the *whole* graph's
-    out-degree (passed as ``out_degree``), the public, fixed quantity of model S2.
-    """
-    from ..sampling import HeterPoisson
-    from ..sampling.heterpoisson import out_degrees
-
-    kw = {"seed": seed ^ 0xBA7C4, "overlap": "drop", "induced": induced, "backend": backend, "num_steps": T,
-          "degree_model": degree_model, "degree_bound": degree_bound}
-    if setting == "transductive":
-        return HeterPoisson(data, q_b, M, train_nodes=train_mask, **kw)
-    g_train = _induced(data, train_mask)
-    if degree_model == "s2_public_degrees":
-        kw["out_degree"] = out_degrees(data, backend=backend)[train_mask]
-    return HeterPoisson(g_train, q_b, M, **kw)

@@ -14,7 +14,9 @@ which is what :func:`ldpfast.mechanisms.grr_fs` records by default.
 Layout (like Opacus): :mod:`.budget` (the ledger), :mod:`.ldp` (the LDP guarantees),
 :mod:`.report_once` (a graph's identity), :mod:`.users` (every report keyed to its user),
 :mod:`.store` (:class:`ReportStore`: the per-user ledger across releases), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
-and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer) and
+and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer),
+:mod:`.engine` (:class:`NodeDPEngine`: sampler, accountant, clipping and optimizer in one
+call, Opacus-style; it loads the sampler and torch pieces on first use) and
 :mod:`.audit` (the empirical privacy audit).  ``dpsgd`` and ``audit`` are imported on first
 attribute access (they need torch and the HeterPoisson method).
 """
@@ -33,6 +35,7 @@ from .accountants import (  # noqa: F401
     tail_bound,
 )
 from .budget import Ledger, Spent  # noqa: F401
+from .engine import NodeDPEngine, NodeDPSampler  # noqa: F401
 from .ldp import (  # noqa: F401
     grr_fs_eps_x_exact,
     grr_fs_epsilon,

@@ -70,7 +70,7 @@ from ..privacy.accountants import check_degree_model, privacy_model
 from ..rng import resolve_seed
 
 __all__ = ["HeterPoisson", "SubgraphBatch", "candidate_out_degree", "inference_subgraphs", "neighbour_csr",
-           "out_degrees"]
+           "out_degrees", "singleton_batch"]
 
 STEP_MAX = 2**32 - 1
 OVERLAP_MODES = ("drop", "zero")
@@ -145,6 +145,19 @@ class SubgraphBatch:
         return Data(x=self.x, edge_index=self.edge_index, n_id=self.n_id, ptr=self.ptr,
                     batch=self.batch, center=self.center, y=self.y, zeroed=self.zeroed,
                     num_nodes=self.num_nodes)
+
+
+def singleton_batch(data, nodes: torch.Tensor, step: int = 0) -> SubgraphBatch:
+    """A :class:`SubgraphBatch` of one-node sub-graphs, one per node of ``nodes`` (global
+    ids, on the device of ``data``), without edges: the examples of naive node-level DP-SGD
+    (the baseline of paper 003, Table II), where each example is one node's features and
+    label."""
+    B = int(nodes.numel())
+    dev = nodes.device
+    ar = torch.arange(B, device=dev)
+    return SubgraphBatch(x=data.x[nodes], edge_index=torch.zeros(2, 0, dtype=torch.long, device=dev),
+                         n_id=nodes.clone(), ptr=torch.arange(B + 1, device=dev), batch=ar, center=ar.clone(),
+                         y=data.y[nodes], zeroed=torch.zeros(B, dtype=torch.bool, device=dev), step=int(step))
 
 
 def _node_set(name: str, nodes, n: int) -> torch.Tensor:

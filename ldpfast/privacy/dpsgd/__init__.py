@@ -11,6 +11,7 @@ from __future__ import annotations
 from .clipping import (
     CLIP_MARGIN,  # noqa: F401  (not in __all__, as before the move)
     ClipStats,
+    DPUsageError,
     SubgraphGradSampleModule,
     clipped_sum_loop,
     flat_grad,
@@ -20,6 +21,6 @@ from .clipping import (
 from .mixing import SubgraphMixingError, check_subgraph_independence
 from .optimizer import BudgetExhaustedError, DPOptimizer, gaussian_noise_std
 
-__all__ = ["BudgetExhaustedError", "ClipStats", "DPOptimizer", "SubgraphGradSampleModule", "SubgraphMixingError",
+__all__ = ["BudgetExhaustedError", "ClipStats", "DPOptimizer", "DPUsageError", "SubgraphGradSampleModule", "SubgraphMixingError",
            "check_subgraph_independence", "clipped_sum_loop", "flat_grad", "gaussian_noise_std",
            "per_subgraph_gradients_loop", "subgraph_loss"]

@@ -40,6 +40,17 @@ computing over the whole batch (BatchNorm in training mode, PyG's ``PairNorm``,
 node's sub-graph move the others' gradients by far more than ``C``.  :mod:`.mixing` refuses
 the known ones at wrap time and checks the first training batch for the rest.
 
+Guards on the training loop (each raises :class:`DPUsageError`, nothing changed): the loss
+must be a *sum* of per-sub-graph losses (a mean over the sub-graphs, e.g. the default
+``F.cross_entropy(out[batch.center], batch.y)``, divides every ``g_b`` by the batch size before
+clipping: clipping then does nothing and the noise, calibrated to ``C``, swamps the signal),
+so :meth:`SubgraphGradSampleModule.forward` returns its output as a tensor subclass that
+refuses ``backward()`` through a mean over its rows; and :class:`DPOptimizer` releases only
+after a training forward through the wrapper and its backward
+(:meth:`SubgraphGradSampleModule.check_release`): calling the wrapped module itself, or
+``step()`` without ``backward()``, used to release noise only, silently.  A whole graph
+(``model(data)``) is refused in training (it is one example holding every node).
+
 Numerics: norms are accumulated in float64; gradients are clipped to ``C (1 - 1e-5)`` so
 that float32 rounding of the norm cannot push a clipped gradient above ``C``.
 
@@ -52,6 +63,8 @@ floats; no device-to-host transfer).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -60,7 +73,7 @@ import torch.nn.functional as F
 from ..._checks import check_eps
 from .mixing import check_no_mixing_layers, check_subgraph_independence
 
-__all__ = ["ClipStats", "SubgraphGradSampleModule", "clipped_sum_loop", "flat_grad",
+__all__ = ["ClipStats", "DPUsageError", "SubgraphGradSampleModule", "clipped_sum_loop", "flat_grad",
            "per_subgraph_gradients_loop", "subgraph_loss"]
 
 CLIP_MARGIN = 1e-5
@@ -75,6 +88,105 @@ def _linear_types():
     except ImportError:  # pragma: no cover
         pass
     return tuple(types)
+
+
+class DPUsageError(RuntimeError):
+    """The training loop does not give what per-sub-graph clipping and the accountant assume
+    (a mean loss, no per-sub-graph gradients, a bypassed wrapper, a whole graph); raised
+    before anything is changed or released."""
+
+
+# ----------------------------------------------------------------------------- the mean-loss guard
+_MEAN_REDUCTIONS = ("mean", "batchmean")
+_BACKWARDS = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+
+
+@functools.cache
+def _reduction_param(func) -> inspect.Signature | None:
+    """The signature of ``func`` when it has a ``reduction`` parameter (the torch losses)."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    return sig if "reduction" in sig.parameters else None
+
+
+def _mean_over_rows(func, args, kwargs) -> str | None:
+    """How ``func(*args, **kwargs)`` averages over the rows of its input (the batch's nodes
+    or sub-graphs), or ``None``: a loss with ``reduction="mean"`` (the default of every torch
+    loss), or ``mean`` over dimension 0 or over all dimensions."""
+    name = getattr(func, "__name__", "")
+    if name.startswith("__"):  # indexing, arithmetic, attribute access: never a mean
+        return None
+    if name in ("mean", "nanmean"):
+        x = args[0] if args else kwargs.get("input")
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if not isinstance(x, torch.Tensor) or x.dim() == 0:
+            return None
+        if dim is None:
+            return f"{name}()"
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        return f"{name}(dim={dim!r})" if any(isinstance(d, int) and d % x.dim() == 0 for d in dims) else None
+    sig = _reduction_param(func)
+    if sig is None:
+        return None
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    a = bound.arguments
+    red = a["reduction"]
+    if a.get("size_average") is not None or a.get("reduce") is not None:  # the deprecated pair wins
+        from torch.nn import _reduction
+
+        red = _reduction.legacy_get_string(a.get("size_average"), a.get("reduce"), emit_warning=False)
+    if red in _MEAN_REDUCTIONS:
+        return f"{getattr(func, '__module__', 'torch')}.{name}(..., reduction={red!r})".replace(
+            "torch.nn.functional.", "F.")
+    return None
+
+
+def _flags(obj, out: list[str]) -> None:
+    """Collect the mean flags of the subgraph outputs in ``obj`` (args, nested once or twice)."""
+    if isinstance(obj, _SubgraphOutput):
+        why = getattr(obj, "_ldp_mean", None)
+        if why is not None:
+            out.append(why)
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            _flags(o, out)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            _flags(o, out)
+
+
+class _SubgraphOutput(torch.Tensor):
+    """The training output of :class:`SubgraphGradSampleModule` (the same tensor, same autograd
+    graph): tensors computed from it remember a mean over its rows, and ``backward()`` through
+    such a mean is refused (:class:`DPUsageError`)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        seen: list[str] = []
+        _flags(args, seen)
+        _flags(kwargs, seen)
+        if func in _BACKWARDS and seen:
+            raise DPUsageError(
+                f"loss.backward(): the loss averages over the sub-graphs of the batch ({seen[0]}), which divides "
+                "every per-sub-graph gradient by the batch size before clipping: clipping at max_grad_norm then does "
+                "nothing and the noise, calibrated to max_grad_norm, swamps the shrunken signal. Node-level "
+                "DP-SGD needs a sum of per-sub-graph losses: use ldpfast.privacy.dpsgd.subgraph_loss(out, batch) "
+                "(the cross-entropy of every central node, summed) or reduction='sum'; the DP optimizer divides "
+                "the noisy sum by the expected batch size itself")
+        why = seen[0] if seen else _mean_over_rows(func, args, kwargs)
+        out = super().__torch_function__(func, types, args, kwargs)
+        if why is not None:
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, _SubgraphOutput):
+                    t._ldp_mean = why
+        return out
 
 
 @dataclass
@@ -128,7 +240,13 @@ class SubgraphGradSampleModule(torch.nn.Module):
     ``out = gsm(batch)`` (a :class:`ldpfast.sampling.SubgraphBatch`), then a loss that is a
     *sum* of per-sub-graph losses (:func:`subgraph_loss`), ``loss.backward()``, then
     :meth:`clip_and_accumulate` (or let :class:`DPOptimizer` do it): afterwards every
-    ``p.grad`` holds ``sum_b min(1, C/||g_b||) g_b``.
+    ``p.grad`` holds ``sum_b min(1, C/||g_b||) g_b``.  In eval mode or under
+    ``torch.no_grad()`` the wrapper is the wrapped model (nothing recorded): ``gsm(data)``
+    and ``gsm(x, edge_index)`` then work on a whole graph too.
+
+    Guards (:class:`DPUsageError`): ``backward()`` through a mean over the rows of the
+    training output (module docstring); :meth:`check_release` (called by
+    :class:`DPOptimizer` before each release) when there are no per-sub-graph gradients.
     """
 
     def __init__(self, model: torch.nn.Module, *, check_independence: bool = True):
@@ -144,6 +262,12 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._active = False
         self._seg: torch.Tensor | None = None
         self._num_subgraphs = 0
+        # a training forward through the wrapper since the last release (clip_and_accumulate)
+        self._pending = False
+        # the first parameterised module that ran a training forward with autograd outside the
+        # wrapper since the last forward through it or release (what bypassing the wrapper looks like)
+        self._bypassed: str | None = None
+        self._names = {m: n for n, m in model.named_modules()}
         self._handles = []
         self._validate_and_hook()
 
@@ -204,8 +328,17 @@ class SubgraphGradSampleModule(torch.nn.Module):
         p = next(self._module.parameters(), None)
         return p.device if p is not None else torch.device("cpu")
 
+    def _outside(self, module) -> bool:
+        """True (nothing to record) unless this call runs inside a recording forward; notes a
+        training forward with autograd outside the wrapper (the wrapper bypassed)."""
+        if self._active:
+            return not torch.is_grad_enabled()
+        if self._bypassed is None and module.training and torch.is_grad_enabled():
+            self._bypassed = self._names.get(module, type(module).__name__) or type(module).__name__
+        return True
+
     def _hook_linear(self, module, inputs, output):
-        if not self._active or not torch.is_grad_enabled():
+        if self._outside(module):
             return
         a = inputs[0].detach()
         rec = _Rec(module, "linear", a.reshape(-1, a.shape[-1]) if a.dim() > 2 else a)
@@ -215,14 +348,14 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._grad_hook(output, rec)
 
     def _hook_out_bias(self, module, inputs, output):
-        if not self._active or not torch.is_grad_enabled():
+        if self._outside(module):
             return
         rec = _Rec(module, "bias", None)
         self._recs.append(rec)
         self._grad_hook(output, rec)
 
     def _hook_gin_pre(self, module, inputs):
-        if not self._active or not torch.is_grad_enabled():
+        if self._outside(module):
             return
         x = inputs[0]
         x_r = x[1] if isinstance(x, (tuple, list)) else x
@@ -230,7 +363,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
 
     def _hook_gin_nn_pre(self, conv):
         def hook(module, inputs):
-            if not self._active or not torch.is_grad_enabled():
+            if self._outside(conv):
                 return
             if getattr(conv, "_ldp_xr", None) is None:
                 return
@@ -256,25 +389,99 @@ class SubgraphGradSampleModule(torch.nn.Module):
         """``model(x, edge_index)`` while recording what per-sub-graph clipping needs.
 
         Call with a :class:`ldpfast.sampling.SubgraphBatch`, or with ``(x, edge_index, seg,
-        num_subgraphs)`` where ``seg`` (N,) is the sub-graph id of every node.
+        num_subgraphs)`` where ``seg`` (N,) is the sub-graph id of every node.  In training
+        mode with autograd the output is returned as a tensor that refuses ``backward()``
+        through a mean over its rows (:class:`DPUsageError`); otherwise nothing is recorded
+        and a whole graph (``gsm(data)``, ``gsm(x, edge_index)``) is accepted.
+
+        Raises
+        ------
+        TypeError
+            In training, for a whole graph (an object without ``num_subgraphs``).
+        ValueError
+            In training, for ``(x, edge_index)`` without ``seg`` and ``num_subgraphs``.
         """
+        record = self.training and torch.is_grad_enabled()
         if edge_index is None:
-            x, edge_index, seg, num_subgraphs = batch.x, batch.edge_index, batch.batch, batch.num_subgraphs
+            num_subgraphs = getattr(batch, "num_subgraphs", None)
+            if num_subgraphs is None:
+                if record:
+                    raise TypeError(
+                        f"model(batch): got a {type(batch).__name__} without num_subgraphs (a whole graph?) in "
+                        "training mode; node-level DP-SGD trains on sub-graph batches, one example per central "
+                        "node: pass the batches of the sampler (for batch in sampler: out = model(batch)). A "
+                        "whole graph is a single example holding every node, so clipping its gradient does not "
+                        "bound one node's influence as the accountant assumes. To evaluate on a whole graph, "
+                        "call model.eval() or use torch.no_grad() first")
+                return self._module(batch.x, batch.edge_index)
+            x, edge_index, seg = batch.x, batch.edge_index, batch.batch
         else:
             x = batch
             if seg is None or num_subgraphs is None:
-                raise ValueError("seg, num_subgraphs: required when calling with (x, edge_index)")
-        if self._independence_pending and self.training and torch.is_grad_enabled() and int(num_subgraphs) >= 2:
+                if record:
+                    raise ValueError("seg, num_subgraphs: required when calling with (x, edge_index) in training "
+                                     "mode (the sub-graph id of every node, and their number); a whole graph is "
+                                     "only accepted in eval mode or under torch.no_grad()")
+                return self._module(x, edge_index)
+        if not record:  # evaluation: leave the recorded batch (if any) alone
+            return self._module(x, edge_index)
+        if self._independence_pending and int(num_subgraphs) >= 2:
             check_subgraph_independence(self._module, x, edge_index, seg, int(num_subgraphs))
             self._independence_pending = False
         self._recs = []
         self._seg = seg
         self._num_subgraphs = int(num_subgraphs)
-        self._active = self.training
+        self._pending = True
+        self._bypassed = None  # a bypass is what happens between this forward and the release
+        self._active = True
         try:
-            return self._module(x, edge_index)
+            out = self._module(x, edge_index)
         finally:
             self._active = False
+        return out.as_subclass(_SubgraphOutput) if type(out) is torch.Tensor else out
+
+    def forward_empty(self) -> None:
+        """Record an empty batch (a Poisson sample without sub-graphs): the next release is
+        noise added to a zero sum (:meth:`DPOptimizer.noise_only_step` calls this)."""
+        self._recs = []
+        self._num_subgraphs = 0
+        self._seg = None  # so that _device() is the parameters' device, not the last batch's
+        self._seg = torch.zeros(0, dtype=torch.long, device=self._device())
+        self._pending = True
+
+    def check_release(self) -> None:
+        """Refuse a release without per-sub-graph gradients (:class:`DPOptimizer` calls this
+        before clipping).
+
+        A release needs, since the previous one, a training forward through this wrapper and
+        the backward of a loss computed from its output (or an empty batch: a forward on it,
+        or :meth:`forward_empty`).  Without them the clipped sum is zero and the step would
+        release noise only, silently: what happens when the loss comes from the wrapped module
+        itself (the wrapper bypassed) or when ``step()`` follows no ``backward()``.
+
+        Raises
+        ------
+        DPUsageError
+            Saying which of the two happened and what to do; nothing is changed.
+        """
+        if self._pending and (self._num_subgraphs == 0 or any(r.g is not None for r in self._recs)):
+            return
+        how = ("Compute the loss from out = model(batch) with the wrapper (the SubgraphGradSampleModule that "
+               "NodeDPEngine.make_private returns), in training mode, then loss.backward(), then optimizer.step(), "
+               "once per batch")
+        if self._bypassed is not None:
+            raise DPUsageError(
+                f"optimizer.step(): module {self._bypassed!r} ran a training forward with autograd outside the "
+                "wrapper since the last step, so the wrapper recorded no per-sub-graph gradients and this step "
+                "would release noise only (the gradients of that forward are not clipped per sub-graph and are "
+                f"never released). The wrapper was bypassed: call the wrapper, not the model inside it. {how}")
+        if not self._pending:
+            raise DPUsageError(
+                "optimizer.step(): no training forward through the wrapper since the last step, so there are no "
+                f"per-sub-graph gradients to clip and this step would release noise only. {how}")
+        raise DPUsageError(
+            f"optimizer.step(): the last forward through the wrapper ({self._num_subgraphs} sub-graphs) got no "
+            "gradient: call loss.backward() on a loss computed from its output before optimizer.step()")
 
     # ------------------------------------------------------------------ clipping
     def _per_param_terms(self):
@@ -283,6 +490,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
         ``a is None``: the parameter's per-sub-graph gradient is the sum of the rows of ``g``
         over the sub-graph's rows; otherwise it is ``sum_rows g^T a``.
         """
+        if self._num_subgraphs == 0:  # an empty batch (zero-row gradients, if any): the clipped sum is 0
+            return []
         out = []
         for r in self._recs:
             if r.g is None:
@@ -346,6 +555,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
             else:
                 p.grad += ((w * g).t() @ a).to(p.dtype)
         self._recs = []
+        self._pending = False
+        self._bypassed = None
         return ClipStats(norms=norms, factors=factors)
 
 

@@ -12,6 +12,12 @@ accountant for exactly that many steps, a step past ``max_steps`` or past an ``(
 delta)`` budget is refused (:class:`BudgetExhaustedError`, nothing changed), and
 :meth:`DPOptimizer.state_dict` carries the count so that a resumed run is accounted with
 all its steps.
+
+A release also needs per-sub-graph gradients: :meth:`DPOptimizer.pre_step` refuses (before
+anything changes) a step that follows no training forward and backward through the wrapper
+(:meth:`SubgraphGradSampleModule.check_release`), which used to release noise only.
+:class:`ldpfast.privacy.NodeDPEngine` builds this optimizer, the wrapper and the sampler in
+one call.
 """
 from __future__ import annotations
 
@@ -290,8 +296,12 @@ class DPOptimizer:
         ------
         BudgetExhaustedError
             Before touching anything, when ``max_steps`` or the budget is reached.
+        DPUsageError
+            Before touching anything, when there are no per-sub-graph gradients to release
+            (:meth:`SubgraphGradSampleModule.check_release`).
         """
         self._check_budget()
+        self.module.check_release()
         stats = self.module.clip_and_accumulate(self.max_grad_norm)
         params = [p for p in self.module._module.parameters() if p.requires_grad]
         self._add_noise(params)
@@ -315,10 +325,7 @@ class DPOptimizer:
         """A step with no sub-graph (empty Poisson sample): the release is pure noise, and
         counts as a step."""
         self._check_budget()
-        self.module._recs = []
-        self.module._num_subgraphs = 0
-        self.module._seg = None  # so that _device() is the parameters' device, not the last batch's
-        self.module._seg = torch.zeros(0, dtype=torch.long, device=self.module._device())
+        self.module.forward_empty()
         self.pre_step()
         return self.optimizer.step()
 
