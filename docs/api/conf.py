@@ -127,8 +127,7 @@ def _write_reference() -> None:
     for mod, orig, shown, reexp in _public_api().entries():
         where, name = _documented_at(mod, orig, shown, reexp)
         area = where.split(".")[1] if "." in where else "ldpfast"
-        if area not in AREAS:
-            raise RuntimeError(f"docs/api/conf.py: no reference page for {where} (add it to AREAS)")
+        AREAS.setdefault(area, (f"ldpfast.{area}", ""))  # a new package: a page of its own
         also = [m for m in [mod, *reexp] if m != where and not _is_private(m)]
         for m in [mod, *reexp]:  # the other paths of the name, for cross-references
             alias = re.search(r"\(as (\S+)\)$", shown)
@@ -140,12 +139,13 @@ def _write_reference() -> None:
     shims = {m for m, f in api._modules().items() if api._scan(m, f, api._modules())[2]}
     for m in api._modules():
         if not (_is_private(m) or m in shims or m.startswith("ldpfast.methods.") or m == "ldpfast"):
+            AREAS.setdefault(m.split(".")[1], (f"ldpfast.{m.split('.')[1]}", ""))
             sections.setdefault(m.split(".")[1], {}).setdefault(m, [])
     pages = []
     for area, (title, intro) in AREAS.items():
         if area not in sections:
             continue
-        lines = [title, "=" * len(title), "", intro, ""]
+        lines = [title, "=" * len(title), "", *([intro, ""] if intro else [])]
         for where, names in sorted(sections[area].items()):
             head = f"``{where}``"
             lines += [head, "-" * len(head), "", f".. automodule:: {where}", ""]
