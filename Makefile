@@ -3,7 +3,7 @@
 # ldpfast._C built into it (`make build` rebuilds it after a change to csrc/).
 PY ?= python
 
-.PHONY: build test lint demo bench-synthetic examples ci
+.PHONY: build test lint demo bench-synthetic examples docs ci
 
 build:
 	$(PY) -m pip install -q -e ".[test]"
@@ -22,6 +22,10 @@ bench-synthetic: build
 
 examples: build
 	for f in examples/*.py; do $(PY) $$f --quick || exit 1; done
+
+docs: build
+	$(PY) -m pip install -q -r docs/api/requirements.txt
+	$(PY) -m sphinx -W --keep-going -b html docs/api docs/api/_build/html
 
 ci:
 	bash .ci/run

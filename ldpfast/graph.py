@@ -35,6 +35,7 @@ import torch
 
 from . import _backend
 
+#: Largest node count whose column indices are stored as int32 (else int64).
 INT32_MAX = 2**31 - 1
 
 

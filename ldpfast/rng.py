@@ -41,9 +41,13 @@ import secrets
 
 import numpy as np
 
+#: Philox4x32 round multipliers (Random123's ``PHILOX_M4x32_0``, ``_1``).
 M0, M1 = 0xD2511F53, 0xCD9E8D57
+#: Philox4x32 key increments (Weyl constants, Random123's ``PHILOX_W32_0``, ``_1``).
 W0, W1 = 0x9E3779B9, 0xBB67AE85
+#: Mask of the low 32 bits.
 MASK32 = 0xFFFFFFFF
+#: Largest seed: seeds are 64-bit unsigned integers.
 SEED_MAX = 2**64 - 1
 
 
@@ -174,6 +178,8 @@ def det_neg_expm1(t: float) -> float:
     return t * p
 
 
+#: The geometric gap returned when no success can occur (``p <= 0`` or NaN) or the gap is at
+#: least this large: beyond any row (``GEO_CAP`` of ``rng.h``).
 GEO_CAP = 2**62
 
 

@@ -75,10 +75,16 @@ def _scan(module: str, path: Path, modules):
     return names, imported, False
 
 
-def table() -> str:
+def entries() -> list[tuple[str, str, str, list[str]]]:
+    """Every public name as ``(defining module, name there, shown name, re-exporters)``.
+
+    The shown name is ``"orig (as pkg.alias)"`` where a public module re-exports the name
+    under another one.  Sorted by module, then name (case-insensitive), as in the table;
+    ``docs/api/conf.py`` builds the reference pages from this list.
+    """
     modules = _modules()
     scans = {m: _scan(m, f, modules) for m, f in modules.items()}
-    rows: dict[str, dict[str, set]] = {}  # defining module -> {shown name: re-exporters}
+    rows: dict[str, dict[str, tuple[str, set]]] = {}  # defining module -> {shown: (orig, re-exporters)}
 
     def home(mod: str, name: str, seen=()):
         """Follow re-exports to the module that defines ``name``."""
@@ -97,14 +103,22 @@ def table() -> str:
         for n in names:
             where, orig = home(m, n)
             shown = orig if orig == n else f"{orig} (as {m}.{n})"
-            reexp = rows.setdefault(where, {}).setdefault(shown, set())
+            _, reexp = rows.setdefault(where, {}).setdefault(shown, (orig, set()))
             if where != m:
                 reexp.add(m)
+    return [(mod, orig, shown, sorted(reexp))
+            for mod in sorted(rows)
+            for shown, (orig, reexp) in sorted(rows[mod].items(), key=lambda kv: kv[0].lower())]
+
+
+def table() -> str:
+    rows: dict[str, list[tuple[str, list[str]]]] = {}
+    for mod, _, shown, reexp in entries():
+        rows.setdefault(mod, []).append((shown, reexp))
     lines = ["| module | public names | also importable from |", "|---|---|---|"]
-    for mod in sorted(rows):
-        names = rows[mod]
-        via = sorted(set().union(*names.values()))
-        lines.append(f"| `{mod}` | {', '.join(f'`{n}`' for n in sorted(names, key=str.lower))} | "
+    for mod, names in rows.items():
+        via = sorted(set().union(*(r for _, r in names)))
+        lines.append(f"| `{mod}` | {', '.join(f'`{n}`' for n, _ in names)} | "
                      f"{', '.join(f'`{v}`' for v in via)} |")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 
 __all__ = ["CORA_PATH", "load_cora", "write_cora"]
 
+#: The embedded Cora (``ldpfast/datasets/data/cora.npz``, inside the installed package).
 CORA_PATH = Path(__file__).resolve().parent / "data" / "cora.npz"
 _FORMAT = 1
 _MASKS = ("train_mask", "val_mask", "test_mask")

@@ -14,6 +14,7 @@ import torch
 
 from .._checks import check_int
 
+#: The shard store's format tag, in ``meta.json`` (a store of another format is refused).
 FORMAT = "ldpfast-shards/1"
 
 

@@ -107,7 +107,9 @@ __all__ = [
     "write_shards",
 ]
 
+#: The edge mechanisms of :func:`randomize` (``--edges``).
 EDGE_MECHANISMS = ("dprr", "rr", "locallap")
+#: The feature mechanisms of :func:`randomize` (``--features``).
 FEATURE_MECHANISMS = ("grr", "grr_fs", "onebit", "multibit")
 
 

@@ -37,8 +37,8 @@ Choices the paper leaves open, made here (all recorded in the reports):
   Splits are random stratified 75/10/15 % (the paper's REDDIT split), repeated ``runs``
   times (paper: 10); each run re-randomises the dataset with its own seed.
 * **Budget split.**  DPRR uses eq. (8) with ``n_max`` = the largest graph of the dataset
-  and ``eps2 = eps - eps1`` (never more than ``eps``; see :func:`ldpfast.mechanisms.edges.
-  dprr_budget`).  At small ``eps`` and small ``n_max`` eq. (8) can leave nothing for RR
+  and ``eps2 = eps - eps1`` (never more than ``eps``; see
+  :func:`ldpfast.mechanisms.edges.dprr_budget`).  At small ``eps`` and small ``n_max`` eq. (8) can leave nothing for RR
   (``sqrt(8/(n_max-1)) >= eps``): that raises :class:`ValueError`.
 * **LocalLap in the customized setting.**  The paper defines LocalLap in the common setting
   only.  With ``public_fraction > 0`` the server graph is LocalLap's output over all users

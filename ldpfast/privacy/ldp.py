@@ -45,6 +45,7 @@ import math
 
 from .._checks import check_eps, check_int
 
+#: ``2^32``: every implemented probability is an integer threshold ``T / 2^32``.
 TWO32 = 1 << 32
 _EXP_CAP = 700.0  # e^700 is finite; larger budgets are clipped (only makes the check stricter)
 

@@ -77,6 +77,7 @@ from ..rng import resolve_seed
 __all__ = ["IDENTITY_DEFAULT", "check_identity", "fingerprint", "fingerprint_key", "graph_identity",
            "whole_graph"]
 
+#: The default graph identity: a keyed fingerprint of the graph's content.
 IDENTITY_DEFAULT = "content"
 _TAG = b"ldpfast/fingerprint/v2"
 # Attributes that are not the user's data: split masks (a random split must not change a

@@ -55,6 +55,7 @@ __all__ = ["DEFAULT_DOMAIN", "Keying", "ReportContext", "canonical_params", "che
            "context", "keying_of", "report_keys", "set_report_keys", "user_keys_of"]
 
 DERIVATION = b"ldpfast/report/v3"
+#: The dataset name (domain separator) of a call that names none.
 DEFAULT_DOMAIN = "default"
 _LABELS = ("k_nh", "k_pad", "k_prf", "k_set", "k_a", "k_b", "k_c")
 
@@ -273,6 +274,8 @@ class Keying:
     ids : bool
         Compute report ids (for a report store); the last call's are in :attr:`last`.
 
+    Notes
+    -----
     After each call, :attr:`last` holds ``(ctx, keys, ids)`` of that release: what a report
     store records.
     """

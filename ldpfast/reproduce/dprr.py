@@ -31,6 +31,7 @@ from ._report import (
 __all__ = ["LABELS", "degree_preservation", "plot_degree_preservation", "reproduce_main",
            "synthetic_graph_classification"]
 
+#: Display name of each method in the tables and plots.
 LABELS = {"dprr": "DPRR", "rr": "RR", "locallap": "LocalLap", "nonpriv_full": "NonPriv-Full",
           "nonpriv_part": "NonPriv-Part"}
 

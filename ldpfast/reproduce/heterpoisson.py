@@ -20,14 +20,15 @@ from ._report import SECRET_SEED_HELP, markdown_table, public_command, save_figu
 
 __all__ = ["PAPER_TABLE2", "PAPER_TABLE4", "reproduce_main"]
 
-# Paper Table II (transductive) and Table IV (inductive), accuracy in %:
-# [dataset][model][eps] = mean; "mlp" is the naive DP-SGD row (model-independent).
+#: Paper Table II (transductive), accuracy in %: ``[dataset][model][eps]`` = mean; "mlp" is
+#: the naive DP-SGD row (model-independent).
 PAPER_TABLE2 = {
     "facebook": {"gcn": {2: 74.2, 4: 74.8, 8: 74.9, 16: 75.2}, "gin": {2: 74.7, 4: 75.8, 8: 76.6, 16: 76.6},
                  "sage": {2: 74.4, 4: 74.9, 8: 75.5, 16: 75.6}, "mlp": {2: 48.6, 4: 51.0, 8: 52.1, 16: 52.9}},
     "twitch-de": {"gcn": {2: 65.8, 4: 66.4, 8: 66.4, 16: 66.9}, "gin": {2: 65.3, 4: 66.1, 8: 66.2, 16: 66.5},
                   "sage": {2: 65.8, 4: 66.5, 8: 66.7, 16: 67.0}, "mlp": {2: 59.0, 4: 60.2, 8: 60.4, 16: 60.4}},
 }
+#: Paper Table IV (inductive), as :data:`PAPER_TABLE2`.
 PAPER_TABLE4 = {
     "facebook": {"gcn": {2: 74.2, 4: 74.4, 8: 74.9, 16: 75.1}, "gin": {2: 74.6, 4: 75.6, 8: 76.6, 16: 76.8},
                  "sage": {2: 74.4, 4: 74.9, 8: 75.5, 16: 75.7}, "mlp": {2: 48.6, 4: 51.0, 8: 52.1, 16: 52.9}},

@@ -12,7 +12,9 @@ from ... import _backend
 from ...graph import CSR
 from ...graph import transpose as graph_transpose
 
+#: The rules of :func:`server_graph` for turning the noisy lists into the server's graph.
 SYMMETRIZE_RULES = ("none", "or", "and", "lower", "upper")
+#: The default rule: the noisy lists as they are (what the authors' code does).
 DEFAULT_SYMMETRIZE = "none"
 _COMBINE_MODE = {"or": 0, "and": 1, "lower": 2, "upper": 3}
 
