@@ -73,7 +73,7 @@ from ._common import (
     device_raises,
     fmt_eps,
     graph_input,
-    random_split,
+    labelled_split,
     resolve_device,
     sub_seed,
     with_edge_index,
@@ -439,7 +439,7 @@ def _fit(data, dev, eps_x, eps_y, m, k_x, k_y, C, alpha, model, group_size, vari
     m = check_int("m", m, 1, d)
     gam = _domain(dom, d)
     # drawn on the CPU (same split on every device), then moved
-    train_mask, val_mask, test_mask = (t.to(dev) for t in random_split(n, sub_seed(seed, 1), *split))
+    train_mask, val_mask, test_mask = (t.to(dev) for t in labelled_split(data.y, sub_seed(seed, 1), *split))
     labelled = train_mask | val_mask
     ledger = Ledger()
 
