@@ -178,7 +178,9 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     ----------
     data : torch_geometric.data.Data
         Undirected graph with features ``x`` (scaled to [0, 1] here per column, the paper's
-        alpha = 0, beta = 1) and labels ``y``.
+        alpha = 0, beta = 1) and labels ``y``.  Nodes labelled ``-1`` (PyG's unlabelled
+        nodes) are in no split: the random split (``split``) is drawn over the labelled
+        nodes, and with every node labelled it is the split of all nodes.
     eps_x, eps_y : float
         Feature and label budgets (> 0; ``math.inf`` = no perturbation).
     model : {"sage", "gcn", "gat"}
