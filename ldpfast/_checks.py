@@ -107,11 +107,12 @@ def check_mask(name: str, mask, n: int | None, *, device=None) -> torch.Tensor:
     if mask.dtype == torch.bool:
         if n is not None and mask.shape[0] != n:
             raise ValueError(f"{name}: a bool mask needs one entry per node ({n}), got {mask.shape[0]}")
-        return mask if device is None or n is None else mask.to(device)
+        return mask if device is None or n is None or mask.device == torch.device(device) else mask.to(device)
     if mask.dtype not in _INDEX_DTYPES:
         hint = " (a byte mask: pass mask.bool(); node ids: pass mask.long())" if mask.dtype == torch.uint8 else ""
         raise TypeError(f"{name}: expected a bool mask or an integer tensor of node ids, got {mask.dtype}{hint}")
-    idx = mask.to(torch.int64) if device is None else mask.to(device=device, dtype=torch.int64)
+    idx = mask.to(torch.int64) if device is None or mask.device == torch.device(device) else \
+        mask.to(device=device, dtype=torch.int64)
     if not idx.numel():
         return mask if n is None else torch.zeros(n, dtype=torch.bool, device=idx.device)
     lo, hi = (int(v) for v in torch.aminmax(idx))

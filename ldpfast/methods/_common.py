@@ -207,14 +207,14 @@ def labelled_split(y: torch.Tensor, seed: int, train: float = 0.5, val: float = 
     every node labelled it is ``random_split(n, seed, train, val)``, mask for mask.  Returns
     CPU bool masks."""
     n = y.shape[0]
-    lab = (y >= 0).cpu()
-    if bool(lab.all()):
+    lab = y >= 0
+    if bool(lab.all()):  # one flag read back; the labels stay where they are
         return random_split(n, seed, train, val)
-    bad = (y < -1).cpu()
+    bad = y < -1
     if bool(bad.any()):
         i = int(torch.nonzero(bad)[0, 0])
         raise ValueError(f"y: label {int(y[i])} of node {i}: expected a class in [0, num_classes) or -1 (unlabelled)")
-    idx = torch.nonzero(lab).flatten()
+    idx = torch.nonzero(lab.cpu()).flatten()  # the split is drawn on the CPU
     if not idx.numel():
         raise ValueError("y: every label is -1 (unlabelled); the split needs labelled nodes")
     masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]

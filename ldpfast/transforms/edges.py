@@ -159,13 +159,12 @@ def expected_edges(csr: CSR, res, reported=None) -> dict:
     -------
     dict
         ``true_kept``, ``false``, ``budget`` (the name of the budget the threshold is for:
-        ``"eps"`` or ``"eps2"``), ``value`` (its value now) and ``threshold``.  Public users
-        (``reported``: bool array of the private ones) are left out.
+        ``"eps"`` or ``"eps2"``), ``value`` (its value now) and ``threshold``.  Counts are
+        entries of the noisy lists (directed) for DPRR and RR, undirected edges for
+        LocalLap.  Public users (``reported``: bool array of the private ones) are left out.
     """
     n, mech = csr.num_nodes, res.spent.mechanism
     prm = res.spent.params
-    deg = csr.degrees().to(torch.float64).cpu()
-    keep = torch.ones(n, dtype=torch.bool) if reported is None else torch.as_tensor(reported, dtype=torch.bool)
     if mech == "locallap":
         e_u, b = csr.nnz / 2.0, 1.0 / prm["eps2_used"]
         n0, t = n * (n - 1) / 2.0 - e_u, float(prm["T"])
@@ -177,8 +176,12 @@ def expected_edges(csr: CSR, res, reported=None) -> dict:
         return {"true_kept": true, "false": t - true, "budget": "eps2", "value": prm["eps2_used"],
                 "threshold": math.log(n0 / e_u) if e_u and n0 else -math.inf}
     p, pm = prm["p"], prm["flip_prob"]
-    q = torch.ones(n, dtype=torch.float64) if res.q is None else torch.nan_to_num(res.q.cpu().to(torch.float64))
-    q, d = q[keep], deg[keep]
+    # where the graph is (a CUDA graph: two sums read back, nothing copied to the host)
+    d = csr.degrees().to(torch.float64)
+    q = torch.ones_like(d) if res.q is None else torch.nan_to_num(res.q.to(torch.float64))  # on the graph's device
+    if reported is not None:
+        keep = torch.as_tensor(reported, dtype=torch.bool).to(d.device)
+        q, d = q[keep], d[keep]
     edges, non = float((q * d).sum()), float((q * (n - 1 - d)).sum())
     budget = "eps2" if mech == "dprr" else "eps"
     return {"true_kept": p * edges, "false": pm * non, "budget": budget, "value": prm[budget],

@@ -73,7 +73,7 @@ class RRLabels(ReportOnce):
             tr, va = getattr(data, "train_mask", None), getattr(data, "val_mask", None)
             if tr is None or va is None:
                 return torch.ones(n, dtype=torch.bool, device=dev)
-            return check_mask("data.train_mask", tr, n) | check_mask("data.val_mask", va, n, device=tr.device)
+            return check_mask("data.train_mask", tr, n) | check_mask("data.val_mask", va, n)
         name = "train_mask" if mk == "train" else mk
         t = getattr(data, name, None)
         if not isinstance(t, torch.Tensor):
