@@ -10,10 +10,10 @@ the graph it holds is the randomised graph, in the same format: ``edge_index``, 
 row ``i`` of ``adj_t`` is user ``i``'s noisy list, which is what ``edge_index``'s
 ``(j, i)`` entries say in PyG's convention).  Per-edge attributes of the true graph
 (``edge_attr``, ``edge_weight`` and every other attribute PyG's ``Data.is_edge_attr`` finds
-aligned with the edges) are dropped, and any other attribute that would carry the true graph
-past the mechanism (another sparse adjacency or CSR, or a tensor whose name mentions ``edge``
-or ``adj`` but is not aligned with the edges, e.g. ``edge_label_index``) is refused before any
-work.  Features computed from the true graph before the transform (degrees, positional
+aligned with the edges) are dropped, with a warning naming them, and any other attribute
+that would carry the true graph past the mechanism (another sparse adjacency or CSR, or a
+tensor whose name mentions ``edge`` or ``adj`` but is not aligned with the edges, e.g.
+``edge_label_index``) is refused before any work.  Features computed from the true graph before the transform (degrees, positional
 encodings) cannot be recognised: randomise the edges first.  The cost is recorded: the returned object's
 ``ldp_ledger`` is the input's :class:`~ldpfast.privacy.budget.Ledger` (``Ledger.of``) plus one
 :class:`~ldpfast.privacy.budget.Spent` entry.  The full mechanism output
@@ -116,12 +116,14 @@ def _prepare(transform, data):
     return keying, csr
 
 
-def _run(transform, data, mechanism, *args, **kwargs):
+def _run(transform, data, mechanism, *args, public=None, **kwargs):
     """Apply one edge mechanism: key it, account it (store: withheld users report an empty list,
-    marked in ``data.edge_withheld``) and build the output Data."""
+    marked in ``data.edge_withheld``) and build the output Data.  ``public``: the public users
+    (:func:`_public_of`, also among ``args`` where the mechanism takes them), left out of the
+    store's accounting."""
     keying, csr = _prepare(transform, data)
     res = mechanism(csr, check_eps("eps", transform.eps), keying, *args, **kwargs)
-    pub = _public_of(data, getattr(transform, "public", None))
+    pub = public
     reported = None
     if pub is not None:
         pm = (pub.cpu().numpy() if isinstance(pub, torch.Tensor) else np.asarray(pub)).astype(bool)
@@ -372,8 +374,9 @@ class DPRR(ReportOnce):
         self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
-        return _run(self, data, _edges._dprr, self.eps1, _public_of(data, self.public), self.n_max, self.alpha,
-                    self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
+        pub = _public_of(data, self.public)
+        return _run(self, data, _edges._dprr, self.eps1, pub, self.n_max, self.alpha, self.symmetrize, self.backend,
+                    public=pub, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"DPRR(eps={self.eps}, eps1={self.eps1}, symmetrize={self.symmetrize!r})"
@@ -411,8 +414,9 @@ class RREdges(ReportOnce):
         self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
-        return _run(self, data, _edges._rr_edges, self.max_output_edges, _public_of(data, self.public),
-                    self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
+        pub = _public_of(data, self.public)
+        return _run(self, data, _edges._rr_edges, self.max_output_edges, pub, self.symmetrize, self.backend,
+                    public=pub, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"RREdges(eps={self.eps}, symmetrize={self.symmetrize!r})"
