@@ -6,9 +6,10 @@ Every node reports its features through the multi-bit mechanism (``eps_x``) and 
 labelled node its label through randomized response (``eps_y``), once: the randomisers are
 the dataset's ``pre_transform``, so the reports are made when the dataset is first built,
 stored under ``--root`` and read back on later runs, never redrawn.  The server denoises
-the features with ``ldpfast.nn.KProp`` inside the model, denoises the labels with KProp
-(eq. 12) and trains GraphSAGE with LPGNN's corrected loss (eqs. 13-14).  The whole paper
-pipeline, with its Drop model selection, is ``ldpfast.methods.lpgnn.fit``.
+the features with ``ldpfast.nn.KProp`` inside the model (propagated once: the features are
+fixed), denoises the labels with ``ldpfast.nn.denoise_labels`` (eq. 12) and trains
+GraphSAGE with ``ldpfast.nn.corrected_loss`` (eqs. 13-14).  The whole paper pipeline, with
+its Drop model selection, is ``ldpfast.methods.lpgnn.fit``.
 
     python examples/lpgnn.py [--eps-x 1] [--eps-y 1] [--epochs 200] [--quick]
 """
@@ -23,7 +24,7 @@ import torch_geometric.transforms as T
 from torch_geometric.nn import SAGEConv
 
 import ldpfast as lf
-from ldpfast.methods.lpgnn import paper_settings, rr_transition
+from ldpfast.methods.lpgnn import paper_settings
 
 
 class LPGNN(torch.nn.Module):
@@ -31,7 +32,8 @@ class LPGNN(torch.nn.Module):
 
     def __init__(self, d_in: int, hidden: int, num_classes: int, k_x: int, dropout: float):
         super().__init__()
-        self.kprop = lf.nn.KProp(k=k_x, aggr="gcn")
+        # the input features are fixed: propagate them once (as PyG's SGConv(cached=True))
+        self.kprop = lf.nn.KProp(k=k_x, aggr="gcn", cache_result=True)
         self.conv1 = SAGEConv(d_in, hidden)
         self.conv2 = SAGEConv(hidden, num_classes)
         self.dropout = dropout
@@ -69,12 +71,9 @@ def main(argv=None) -> int:
 
     # Label denoising (eq. 12): KProp over the one-hot noisy labels of the labelled nodes.
     c = int(data.y.max()) + 1
-    labelled = data.train_mask | data.val_mask
-    kprop_y = lf.nn.KProp(k=hp["k_y"], aggr="gcn")
-    y_onehot = F.one_hot(data.y, c).float() * labelled[:, None]
-    agg = kprop_y(y_onehot, data.edge_index)
-    y_tilde = torch.where(agg.sum(1) > 0, agg.argmax(1), data.y)
-    P = rr_transition(c, a.eps_y)  # P[y, y'] = p(y'|y) of randomized response (eq. 11)
+    kprop_y = lf.nn.KProp(k=hp["k_y"], aggr="gcn", cached=True)  # one graph, new inputs each epoch
+    y_tilde = lf.nn.denoise_labels(data.y, data.y_rr_mask, data.edge_index, kprop_y, c)
+    P = lf.nn.rr_transition(c, a.eps_y)  # P[y, y'] = p(y'|y) of randomized response (eq. 11)
 
     model = LPGNN(data.num_features, 16, c, hp["k_x"], hp["dropout"])
     opt = torch.optim.Adam(model.parameters(), lr=hp["lr"], weight_decay=hp["weight_decay"])
@@ -82,20 +81,19 @@ def main(argv=None) -> int:
     for epoch in range(epochs):
         model.train()
         opt.zero_grad()
-        p_y = F.softmax(model(data.x, data.edge_index), dim=1)
-        p_tilde = F.softmax(kprop_y(p_y @ P, data.edge_index), dim=1)  # eqs. 13-14
-        loss = F.nll_loss(torch.log(p_tilde[data.train_mask] + 1e-12), y_tilde[data.train_mask])
+        out = model(data.x, data.edge_index)
+        loss = lf.nn.corrected_loss(out, y_tilde, data.train_mask, P, kprop_y, data.edge_index)  # eqs. 13-14
         loss.backward()
         opt.step()
 
         model.eval()
         with torch.no_grad():
-            p_y = F.softmax(model(data.x, data.edge_index), dim=1)
-            # validation labels are noisy too: forward-corrected loss against them
-            val = F.nll_loss(torch.log((p_y @ P)[data.val_mask] + 1e-12), data.y[data.val_mask])
+            out = model(data.x, data.edge_index)
+            # validation labels are noisy too: forward-corrected loss (eq. 13) against them
+            val = lf.nn.corrected_loss(out, data.y, data.val_mask, P)
             if val < best_val:  # test labels were never randomised: they score the model
                 best_val = float(val)
-                pred = p_y.argmax(1)
+                pred = out.argmax(1)
                 test_acc = float((pred[data.test_mask] == data.y[data.test_mask]).float().mean())
         if epoch % 20 == 0 or epoch == epochs - 1:
             print(f"epoch {epoch:3d}  loss {loss.item():.3f}  val loss {val.item():.3f}")

@@ -92,10 +92,18 @@ def requested(backend: str | None = None) -> str:
     return str(backend).lower()
 
 
+def check_backend(backend: str | None) -> str | None:
+    """``backend`` unchanged if it names a backend (any case) or is None (the default);
+    for checking a parameter when it is given, long before :func:`resolve` runs."""
+    if backend is not None and (not isinstance(backend, str) or backend.lower() not in BACKENDS + ("auto",)):
+        raise ValueError(f"backend: expected None or one of {BACKENDS + ('auto',)}, got {backend!r}")
+    return backend
+
+
 def resolve(device: str = "cpu", backend: str | None = None) -> str:
     """Name of the backend for a call on ``device`` ('cpu' or 'cuda')."""
-    backend = requested(backend)
-    if backend not in BACKENDS + ("auto",):
+    backend = requested(check_backend(backend))
+    if backend not in BACKENDS + ("auto",):  # LDPFAST_BACKEND
         raise ValueError(f"backend: expected one of {BACKENDS + ('auto',)}, got {backend!r}")
     if backend == "auto":
         if device == "cuda":

@@ -8,12 +8,12 @@ Commands
 ``demo``
     Cora (embedded in the package: no data folder, no network) with locally private
     features and labels, a 2-layer GraphSAGE, accuracy and the privacy spent (about a
-    minute on 2 cores).
+    minute on 2 cores; ``--quick``: a few seconds).
 ``bench NAME [args]``
     Runs ``benchmarks/bench_NAME.py`` from the source checkout (``--list`` lists them).
 ``reproduce METHOD``
-    Paper reproductions: ``reproduce_main`` of :mod:`ldpfast.reproduce.<METHOD>` (extra
-    arguments passed on; ``--help`` lists them).
+    Paper reproductions: ``reproduce_main`` of :mod:`ldpfast.reproduce.<METHOD>` (the
+    arguments after METHOD are its own; ``ldpfast reproduce METHOD --help`` lists them).
 ``randomize IN OUT``
     Sharded randomisation of a row-block Parquet shard set on a Dask cluster
     (``--scheduler tcp://host:8786``; default a local cluster), bit-identical to the
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import runpy
 import sys
 import time
@@ -91,7 +92,7 @@ def cmd_demo(args) -> int:
     from ldpfast.demo import run_demo
 
     report = run_demo(eps_x=args.eps_x, eps_y=args.eps_y, epochs=args.epochs, seed=args.seed,
-                      root=args.root, device=args.device)
+                      root=args.root, device=args.device, quick=args.quick)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2))
@@ -204,16 +205,42 @@ def cmd_randomize(args) -> int:
     return 0
 
 
+def plain_text(rst: str) -> str:
+    """A docstring's reStructuredText as terminal text: roles (``:mod:`x```) and literals
+    (````x````) become their text, a section title ``Title`` over its underline ``Title:``."""
+    txt = re.sub(r":\w+:`~?([^`]+)`", r"\1", rst)
+    lines = re.sub(r"``([^`]+)``", r"\1", txt).splitlines()
+    out = []
+    for ln in lines:
+        if re.fullmatch(r"\s*[-=~]{3,}\s*", ln) and out:
+            out[-1] += ":"
+        else:
+            out.append(ln)
+    return "\n".join(out)
+
+
+def _version() -> str:
+    from ldpfast import __version__
+
+    return f"ldpfast {__version__}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ldpfast", description=__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast", description=plain_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="cmd", required=True)
     pi = sub.add_parser("info", help="backends, threads, versions")
     pi.add_argument("--json", action="store_true", help="print JSON")
     pd = sub.add_parser("demo", help="private features + labels on Cora, GraphSAGE")
     pd.add_argument("--eps-x", type=float, default=3.0, help="feature budget (default 3)")
     pd.add_argument("--eps-y", type=float, default=3.0, help="label budget (default 3)")
-    pd.add_argument("--epochs", type=int, default=200)
+    pd.add_argument("--epochs", type=int, default=None,
+                    help="training epochs of every model, the LPGNN fit included (default: 200 for "
+                         "GraphSAGE, the paper's 500 with early stopping for LPGNN)")
+    pd.add_argument("--quick", action="store_true",
+                    help="a smoke test: every model, the LPGNN fit included, trains for a few "
+                         "epochs (unless --epochs is given)")
     pd.add_argument("--seed", type=int, default=None,
                     help="secret seed of the randomisers (default: from the OS); never saved")
     pd.add_argument("--root", default=None,
@@ -222,12 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--json", default=None, help="also save the report to this JSON file")
     pd.add_argument("--device", default=None,
                     help="cpu (default) or cuda / cuda:N: where data, randomisers and models run")
-    pb = sub.add_parser("bench", help="run benchmarks/bench_NAME.py (extra args passed on)")
-    pb.add_argument("name", nargs="?")
+    # Everything after NAME / METHOD (--help included) goes to that script's own parser.
+    pb = sub.add_parser("bench", help="run benchmarks/bench_NAME.py (extra args passed on)",
+                        description="Run benchmarks/bench_NAME.py; the arguments after NAME are its "
+                                    "own (ldpfast bench NAME --help lists them).")
     pb.add_argument("--list", action="store_true")
     pb.add_argument("--dir", default=None, help="benchmarks folder (default: the checkout's)")
-    pr = sub.add_parser("reproduce", help="reproduce a paper's tables (extra args passed on)")
+    pb.add_argument("name", nargs="?")
+    pb.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    pr = sub.add_parser("reproduce", help="reproduce a paper's tables (extra args passed on)",
+                        description="Reproduce a paper's tables; the arguments after METHOD are its "
+                                    "own (ldpfast reproduce METHOD --help lists them).")
     pr.add_argument("method", choices=REPRODUCIBLE)
+    pr.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     pz = sub.add_parser("randomize", help="sharded randomisation on Dask (bit-identical to one machine)")
     pz.add_argument("input", help="input shard folder (meta.json + Parquet row blocks)")
     pz.add_argument("output", help="output folder (must not hold output yet)")
@@ -268,20 +302,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _line_buffered() -> None:
+    """Progress lines reach a pipe as they are printed, not when the process ends."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError, OSError):  # not a text file (a test's capture)
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _line_buffered()
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args.cmd in ("info", "demo", "randomize") and rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     if args.cmd == "info":
         return cmd_info(args)
     if args.cmd == "demo":
         return cmd_demo(args)
     if args.cmd == "bench":
-        return cmd_bench(args, rest)
+        return cmd_bench(args, args.args)
     if args.cmd == "randomize":
         return cmd_randomize(args)
-    return cmd_reproduce(args, rest)
+    return cmd_reproduce(args, args.args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import math
 import numpy as np
 import torch
 
-from ._checks import check_eps, check_int, check_real, check_tensor
+from ._checks import check_eps, check_int, check_mask, check_real, check_tensor
 from .mechanisms.features import multibit_rectify, multibit_scale  # noqa: F401
 from .privacy.ldp import grr_probs
 
@@ -56,7 +56,7 @@ def observed_frequencies(x: torch.Tensor, domain: int, mask: torch.Tensor | None
     domain : int
         Number of values ``gamma`` (columns with smaller domains simply get zeros above).
     mask : torch.Tensor, optional
-        ``(n,)`` bool: the rows to count (default all).
+        The rows to count (default all): an ``(n,)`` bool mask or a tensor of row ids.
 
     Returns
     -------
@@ -72,8 +72,7 @@ def observed_frequencies(x: torch.Tensor, domain: int, mask: torch.Tensor | None
     if x2.dim() != 2:
         raise ValueError(f"x: expected a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
     if mask is not None:
-        check_tensor("mask", mask, dims=1, dtypes=(torch.bool,))
-        x2 = x2[mask]
+        x2 = x2[check_mask("mask", mask, x2.shape[0])]
     n, d = x2.shape
     if n and (int(x2.min()) < 0 or int(x2.max()) >= g):
         raise ValueError(f"x: values must lie in [0, domain) = [0, {g})")

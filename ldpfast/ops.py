@@ -57,10 +57,21 @@ import torch
 
 from . import _backend
 from . import graph as _graph
-from ._checks import check_int
+from ._checks import check_int, check_mask
 from .graph import CSR
 
 AGGRS = ("mean", "add", "gcn")
+#: Other names accepted for an aggregation (PyG spells the sum "sum" as well as "add").
+AGGR_ALIASES = {"sum": "add"}
+
+
+def check_aggr(aggr) -> str:
+    """The aggregation's canonical name (one of :data:`AGGRS`; ``"sum"`` is ``"add"``)."""
+    if isinstance(aggr, str) and aggr in AGGR_ALIASES:
+        return AGGR_ALIASES[aggr]
+    if aggr not in AGGRS:
+        raise ValueError(f"aggr: expected one of {AGGRS + tuple(AGGR_ALIASES)}, got {aggr!r}")
+    return aggr
 
 
 def _np(t):
@@ -189,18 +200,17 @@ def check_x(x, name: str = "x") -> None:
         raise TypeError(f"{name}: expected float32, float64 or bfloat16, got {x.dtype}")
 
 
-def check_args(n: int, k, aggr, mask, x: torch.Tensor | None = None) -> int:
+def check_args(n: int, k, aggr, mask, x: torch.Tensor | None = None):
+    """``(k, aggr, mask)`` checked: ``aggr`` by its canonical name (:func:`check_aggr`),
+    ``mask`` as an ``(n,)`` bool tensor (a bool mask or node ids, :func:`ldpfast._checks.check_mask`)
+    on the device of ``x``."""
     k = check_int("k", k, 0, 1024)
-    if aggr not in AGGRS:
-        raise ValueError(f"aggr: expected one of {AGGRS}, got {aggr!r}")
+    aggr = check_aggr(aggr)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise TypeError("mask: expected a bool tensor of shape (num_nodes,)")
-        if mask.shape != (n,):
-            raise ValueError(f"mask: expected shape ({n},), got {tuple(mask.shape)}")
+        mask = check_mask("mask", mask, n)
         if x is not None and mask.device != x.device:
             raise ValueError(f"mask is on {mask.device} but x is on {x.device}; move both to one device")
-    return k
+    return k, aggr, mask
 
 
 def transpose(csr: CSR, backend: str | None = None, dev: str | None = None) -> CSR:
@@ -240,10 +250,12 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
     k : int
         Number of steps K >= 0 (K = 0 returns ``x`` masked).
     aggr : {"mean", "add", "gcn"}
+        ``"sum"`` (PyG's name) is ``"add"``.
     self_loops : bool
         Aggregate over N(v) + {v} instead of N(v) - {v} (default False, as KProp).
-    mask : bool Tensor, optional
-        Nodes that contribute at the first step (the rest send zeros).
+    mask : Tensor, optional
+        Nodes that contribute at the first step (the rest send zeros): an ``(n,)`` bool mask
+        or a 1-D tensor of distinct node ids.
     edge_weight : Tensor, optional
         (E,) weights of an ``edge_index`` (see the module docstring for the weighted
         aggregations); sparse inputs carry their weights as values.
@@ -261,7 +273,7 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
     """
     check_x(x)
     n = x.size(0)
-    k = check_args(n, k, aggr, mask, x)
+    k, aggr, mask = check_args(n, k, aggr, mask, x)
     csr = _graph.as_adj_t(adj, n, edge_weight=edge_weight, backend=backend, device=x.device)
     if csr_t is not None:
         if not isinstance(csr_t, CSR):

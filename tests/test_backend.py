@@ -79,6 +79,90 @@ def test_cli_unknown_bench():
     assert r.returncode == 2 and "unknown benchmark" in r.stderr
 
 
+def test_cli_version(capsys):
+    from ldpfast.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"ldpfast {ldpfast.__version__}"
+
+
+def test_cli_help_is_plain_text_and_each_subcommands_own(capsys):
+    """Top-level help without reStructuredText; `ldpfast reproduce lpgnn --help` prints lpgnn's
+    own options, in plain text too (it needed `-- --help`)."""
+    from ldpfast.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "Commands:" in out and "reproduce METHOD --help" in out
+    assert "``" not in out and ":mod:" not in out and "\n--------" not in out
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "lpgnn", "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "usage: ldpfast reproduce lpgnn" in out and "--datasets" in out
+    assert "``" not in out and ":mod:" not in out
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "--help"])  # no method: the generic help
+    assert e.value.code == 0 and "{rgnn,lpgnn,dprr,heterpoisson}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--bogus"])
+    assert e.value.code == 2 and "--bogus" in capsys.readouterr().err
+
+
+def _fake_lpgnn_fit(calls):
+    from types import SimpleNamespace
+
+    def fit(data, eps_x, eps_y, **kw):
+        calls.append(kw)
+        return SimpleNamespace(accuracy=0.5, settings={"k_x": 1, "k_y": 1, "epochs": kw.get("epochs", 500)})
+    return fit
+
+
+def test_cli_demo_quick_covers_the_lpgnn_fit(monkeypatch, tmp_path):
+    import json
+
+    import ldpfast.demo
+    from ldpfast.cli import main
+    from ldpfast.methods import lpgnn
+
+    sage, fits = [], []
+    monkeypatch.setattr(ldpfast.demo, "train_eval", lambda *a: sage.append(a[6]) or 0.5)
+    monkeypatch.setattr(lpgnn, "fit", _fake_lpgnn_fit(fits))
+    assert main(["demo", "--quick", "--seed", "1", "--json", str(tmp_path / "r.json")]) == 0
+    quick = ldpfast.demo.QUICK_EPOCHS
+    assert sage == [quick, quick] and fits[-1]["epochs"] == quick
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["quick"] and rep["epochs"] == {"graphsage": quick, "lpgnn": quick}
+    assert main(["demo", "--epochs", "3", "--seed", "1"]) == 0  # --epochs reaches the LPGNN fit too
+    assert sage[-2:] == [3, 3] and fits[-1]["epochs"] == 3
+
+
+_SLOW_DEMO = """
+import time
+from types import SimpleNamespace
+import ldpfast.demo
+from ldpfast.cli import main
+from ldpfast.methods import lpgnn
+ldpfast.demo.train_eval = lambda *a: time.sleep(1.0) or 0.5
+lpgnn.fit = lambda *a, **k: SimpleNamespace(accuracy=0.5, settings={"k_x": 1, "k_y": 1})
+raise SystemExit(main(["demo", "--epochs", "1", "--seed", "1"]))
+"""
+
+
+def test_cli_demo_progress_arrives_as_it_happens():
+    """Piped stdout: each progress line arrives when its stage ends (two 1 s trainings apart
+    here), not all together at exit."""
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", _SLOW_DEMO], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=Path.home())
+    lines = [(time.monotonic(), ln) for ln in p.stdout]
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 0, err
+    assert "randomised" in lines[0][1] and "[randomisation" in lines[-1][1], lines
+    assert lines[-1][0] - lines[0][0] > 1.5, lines
+
 # ----------------------------------------------------------------------------- fallback warning
 
 def test_auto_fallback_to_numba_warns_once_with_reason(monkeypatch):

@@ -144,10 +144,10 @@ def test_folder_keyed_by_the_old_repr_is_not_read(tmp_path):
 
 def test_describe_is_generic():
     key = bytes(32)
-    t = DPRR(eps=1.0, public=torch.ones(4, dtype=torch.bool), n_max=7)
+    t = DPRR(eps=1.0, public=torch.ones(4, dtype=torch.bool), n_max=70)  # (n_max=7: eps1 >= eps, refused)
     d = describe(T.Compose([T.NormalizeFeatures(), t]), key)
     attrs = d["attrs"]["transforms"]["list"][1]["attrs"]
-    assert attrs["n_max"] == 7 and attrs["alpha"] == {"float": "0.9"}
+    assert attrs["n_max"] == 70 and attrs["alpha"] == {"float": "0.9"}
     assert "_seed" not in attrs and "last_result" not in attrs
     # floats exactly; order of a Compose matters; bool != int
     assert dumps(describe(1.0, key)) != dumps(describe(1.0000000000000002, key))

@@ -626,7 +626,7 @@ def test_bad_inputs_raise_and_change_nothing():
     with pytest.raises(ValueError, match="public"):
         E.dprr(csr, 1.0, public=torch.zeros(39, dtype=torch.bool), seed=1)
     with pytest.raises(TypeError, match="public"):
-        E.dprr(csr, 1.0, public=torch.zeros(40, dtype=torch.int64), seed=1)
+        E.dprr(csr, 1.0, public=torch.zeros(40, dtype=torch.float32), seed=1)  # (int: node ids)
     with pytest.raises(TypeError, match="public"):
         E.dprr(csr, 1.0, public=[False] * 40, seed=1)
     # asymmetric, self loops, too small

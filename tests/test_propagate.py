@@ -125,7 +125,7 @@ def test_bad_input():
     with pytest.raises(TypeError, match="mask"):
         ops.propagate(csr, x, 1, mask=torch.ones(csr.num_nodes))
     with pytest.raises(ValueError, match="aggr"):
-        KProp(k=2, aggr="sum")
+        KProp(k=2, aggr="max")  # ("sum" is PyG's "add": tests/test_pyg_idioms.py)
 
 
 def test_bench_propagate_cached_tiny(tmp_path):

@@ -286,7 +286,7 @@ def test_bad_inputs_raise_naming_the_parameter():
         rgnn.reconstruct_features(x, "graph", 3, 1.0, 2)
     mask = torch.ones(50, dtype=torch.bool)
     with pytest.raises(TypeError, match="mask"):
-        rgnn.reconstruct_labels(y, mask.int(), csr, 2, 1.0)
+        rgnn.reconstruct_labels(y, mask.float(), csr, 2, 1.0)  # (int: node ids)
     with pytest.raises(ValueError, match="y"):
         rgnn.reconstruct_labels(y + 2, mask, csr, 2, 1.0)
     with pytest.raises(ValueError, match="num_classes"):

@@ -210,7 +210,7 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
         Clipping norm ``C`` (paper: 0.5), > 0.
     lr, model, hidden, num_layers
         As in :func:`ldpfast.methods.heterpoisson.fit` (``model`` in gcn / sage / gin).
-    train_nodes : bool mask, optional
+    train_nodes : bool mask or tensor of node ids, optional
         Candidate central nodes (default: all).
     induced, degree_model, degree_bound, backend
         As in :class:`ldpfast.sampling.HeterPoisson`.

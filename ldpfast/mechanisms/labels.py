@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_eps, check_int, check_tensor
+from .._checks import check_eps, check_int, check_mask, check_tensor
 from ..privacy.budget import Spent
 from ..privacy.ldp import grr_probs, grr_threshold
 from ..privacy.users import DEFAULT_DOMAIN, keying_of
@@ -43,8 +43,9 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
         The caller's 64-bit secret (``None``: fresh from the OS); never recorded in the
         ``Spent`` (it would undo the noise).
     mask : torch.Tensor, optional
-        ``(n,)`` bool: the nodes that report a label (default: all).  A node's own mask bit
-        enters its report key (it changes its output law).
+        The nodes that report a label (default: all): an ``(n,)`` bool mask or a 1-D tensor
+        of distinct node ids (made the bool mask).  A node's own mask bit enters its report
+        key (it changes its output law).
     user_keys, dataset : optional
         Who each row is and the dataset's name (see :func:`ldpfast.mechanisms.grr`): row
         ``i``'s report is keyed to user ``user_keys[i]`` (default ``row_offset + i``), its own
@@ -70,9 +71,7 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     n = y.shape[0]
     if mask is not None:
-        check_tensor("mask", mask, dims=1, dtypes=(torch.bool,))
-        if mask.shape[0] != n:
-            raise ValueError(f"mask: expected {n} entries (one per node), got {mask.shape[0]}")
+        mask = check_mask("mask", mask, n)
     device = _device_of(y=y, mask=mask)
     K, name = _kernels(device, backend)
     yc = y.detach().contiguous()

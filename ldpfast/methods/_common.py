@@ -201,6 +201,28 @@ def random_split(n: int, seed: int, train: float = 0.5, val: float = 0.25):
     return masks
 
 
+def labelled_split(y: torch.Tensor, seed: int, train: float = 0.5, val: float = 0.25):
+    """:func:`random_split` over the labelled nodes only: PyG marks a node without a label by
+    ``y = -1``, and such a node is in no mask (never trained on, validated or tested).  With
+    every node labelled it is ``random_split(n, seed, train, val)``, mask for mask.  Returns
+    CPU bool masks."""
+    n = y.shape[0]
+    lab = y >= 0
+    if bool(lab.all()):  # one flag read back; the labels stay where they are
+        return random_split(n, seed, train, val)
+    bad = y < -1
+    if bool(bad.any()):
+        i = int(torch.nonzero(bad)[0, 0])
+        raise ValueError(f"y: label {int(y[i])} of node {i}: expected a class in [0, num_classes) or -1 (unlabelled)")
+    idx = torch.nonzero(lab.cpu()).flatten()  # the split is drawn on the CPU
+    if not idx.numel():
+        raise ValueError("y: every label is -1 (unlabelled); the split needs labelled nodes")
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    for m, sub in zip(masks, random_split(idx.numel(), seed, train, val)):
+        m[idx[sub]] = True
+    return masks
+
+
 class Backbone(torch.nn.Module):
     """Two graph convolutions (GCN / GraphSAGE / GAT with 4 heads), activation, dropout.
 

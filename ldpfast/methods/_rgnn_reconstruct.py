@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _backend, ops
-from .._checks import check_eps, check_int, check_tensor
+from .._checks import check_eps, check_int, check_mask, check_tensor
 from ..graph import CSR, csr_of
 from ..privacy.ldp import grr_probs
 
@@ -390,12 +390,9 @@ def encode_reports(x: torch.Tensor, domain, dtype: torch.dtype = torch.float32) 
 
 # --- Algorithm 2 -----------------------------------------------------------------------------
 def _check_mask(name, mask, n, device):
-    """The mask, checked, on ``device`` (the device of the data it selects from)."""
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"{name}: expected a bool tensor of shape ({n},)")
-    if mask.shape != (n,):
-        raise ValueError(f"{name}: expected shape ({n},), got {tuple(mask.shape)}")
-    return mask.to(device)
+    """The mask (a bool mask or node ids, :func:`ldpfast._checks.check_mask`) as an ``(n,)``
+    bool tensor on ``device`` (the device of the data it selects from)."""
+    return check_mask(name, mask, n, device=device)
 
 
 def _check_labels(y, mask, c):
@@ -426,7 +423,8 @@ def reconstruct_labels(y: torch.Tensor, mask: torch.Tensor, csr, num_classes: in
     y : torch.Tensor
         ``(n,)`` int labels; only ``y[mask]`` (the GRR reports ``y'``) is read.
     mask : torch.Tensor
-        ``(n,)`` bool, the labelled nodes ``V^L`` (those that reported a label).
+        The labelled nodes ``V^L`` (those that reported a label): an ``(n,)`` bool mask or
+        a tensor of node ids.  Labels outside it are not read (PyG's ``-1`` is fine there).
     csr : ldpfast.graph.CSR or torch_geometric.data.Data
     num_classes : int
         ``c >= 2``.

@@ -40,6 +40,7 @@ from .. import _backend, ops
 from .._checks import check_int, check_real
 from .._deprecated import moved_names
 from ..graph import csr_of
+from ..nn.lpgnn import corrected_loss, denoise_labels, rr_transition
 from ..privacy import Ledger
 from ..rng import resolve_seed
 from ._common import (
@@ -50,14 +51,15 @@ from ._common import (
     device_raises,
     fmt_eps,
     graph_input,
+    labelled_split,
     quiet_sparse_csr,
-    random_split,
     resolve_device,
     sub_seed,
     with_edge_index,
 )
 
 INF = math.inf
+# rr_transition moved to ldpfast.nn (imported above), so ldpfast.methods.lpgnn.rr_transition still works
 
 # The reproduction (Tables 2 and 4) moved to ldpfast.reproduce.lpgnn (old paths warn for one
 # release).
@@ -114,16 +116,6 @@ def paper_settings(dataset: str, eps_x: float, eps_y: float) -> dict:
                     if math.isfinite(b) and math.isfinite(eps_y) else (0 if b == eps_y else 1e9))
         kx, ky = steps[(xs[0], ys[0])]
     return {"lr": lr, "weight_decay": wd, "dropout": do, "k_x": kx, "k_y": ky}
-
-
-def rr_transition(num_classes: int, eps: float) -> torch.Tensor:
-    """``P[y, y'] = p(y'|y)`` of eq. 11 (identity for eps = inf)."""
-    if math.isinf(eps):
-        return torch.eye(num_classes)
-    denom = math.exp(eps) + num_classes - 1
-    P = torch.full((num_classes, num_classes), 1.0 / denom)
-    P.fill_diagonal_(math.exp(eps) / denom)
-    return P
 
 
 @dataclass(kw_only=True)
@@ -186,7 +178,9 @@ def fit(data, eps_x: float, eps_y: float, *, model: str = "sage", k_x: int | Non
     ----------
     data : torch_geometric.data.Data
         Undirected graph with features ``x`` (scaled to [0, 1] here per column, the paper's
-        alpha = 0, beta = 1) and labels ``y``.
+        alpha = 0, beta = 1) and labels ``y``.  Nodes labelled ``-1`` (PyG's unlabelled
+        nodes) are in no split: the random split (``split``) is drawn over the labelled
+        nodes, and with every node labelled it is the split of all nodes.
     eps_x, eps_y : float
         Feature and label budgets (> 0; ``math.inf`` = no perturbation).
     model : {"sage", "gcn", "gat"}
@@ -250,7 +244,7 @@ def _fit(data, dev, eps_x, eps_y, hp, model, hidden, epochs, patience, training,
     csr = csr_of(data)
     seed = resolve_seed(seed)
     # drawn on the CPU (same split on every device), then moved
-    train_mask, val_mask, test_mask = (t.to(dev) for t in random_split(n, sub_seed(seed, 1), *split))
+    train_mask, val_mask, test_mask = (t.to(dev) for t in labelled_split(data.y, sub_seed(seed, 1), *split))
     labelled = train_mask | val_mask
     ledger = Ledger()
 
@@ -279,12 +273,12 @@ def _fit(data, dev, eps_x, eps_y, hp, model, hidden, epochs, patience, training,
         first = FactoredSAGEInput(x, scale, shift, csr, hp["k_x"])
     else:
         h = _propagate(csr, x, hp["k_x"])
-    Y = F.one_hot(y_noisy.clamp(min=0), c).to(torch.float32) * labelled[:, None]
-    if hp["k_y"] > 0 and training == "drop":
-        agg = _propagate(csr, Y, hp["k_y"])
-        y_tilde = torch.where(agg.abs().sum(1) > 0, agg.argmax(1), y_noisy)
-    else:
-        y_tilde = y_noisy
+    drop = training == "drop" and hp["k_y"] > 0
+
+    def kprop_y(v, adj):  # GCN KProp, K_y steps (eqs. 12, 14); the graph is symmetric: A^T = A
+        return _propagate(adj, v, hp["k_y"])
+
+    y_tilde = denoise_labels(y_noisy, labelled, csr, kprop_y, c) if drop else y_noisy
     P = rr_transition(c, eps_y).to(dev)
     acc_star = 1.0 if math.isinf(eps_y) else math.exp(eps_y) / (math.exp(eps_y) + c - 1)
 
@@ -302,26 +296,17 @@ def _fit(data, dev, eps_x, eps_y, hp, model, hidden, epochs, patience, training,
     for epoch in range(epochs):
         net.train()
         opt.zero_grad()
-        p_y = F.softmax(logits(), dim=1)
-        p_y1 = p_y @ P  # eq. 13
-        if training == "drop" and hp["k_y"] > 0:
-            p_tilde = F.softmax(_propagate(csr, p_y1, hp["k_y"]), dim=1)  # eq. 14
-            loss = F.nll_loss(torch.log(p_tilde[train_mask] + 1e-12), y_tilde[train_mask])
-        elif training in ("drop", "fc"):
-            loss = F.nll_loss(torch.log(p_y1[train_mask] + 1e-12), y_noisy[train_mask])
-        else:
-            loss = F.nll_loss(torch.log(p_y[train_mask] + 1e-12), y_noisy[train_mask])
+        if drop:  # eqs. 13-14 against y~
+            loss = corrected_loss(logits(), y_tilde, train_mask, P, kprop_y, csr)
+        else:  # forward correction (eq. 13), or plain cross entropy on y'
+            loss = corrected_loss(logits(), y_noisy, train_mask, None if training == "ce" else P)
         loss.backward()
         opt.step()
         net.eval()
         with torch.no_grad():
-            p_y = F.softmax(logits(), dim=1)
-            p_y1 = p_y @ P
-            pred = p_y.argmax(1)
-            if training == "ce":
-                val_loss = F.nll_loss(torch.log(p_y[val_mask] + 1e-12), y_noisy[val_mask]).item()
-            else:
-                val_loss = F.nll_loss(torch.log(p_y1[val_mask] + 1e-12), y_noisy[val_mask]).item()
+            out = logits()
+            pred = F.softmax(out, dim=1).argmax(1)
+            val_loss = corrected_loss(out, y_noisy, val_mask, None if training == "ce" else P).item()
             acc_tr = (pred[train_mask] == y_noisy[train_mask]).float().mean().item()
             acc_val = (pred[val_mask] == y_noisy[val_mask]).float().mean().item()
             admissible = training != "drop" or (acc_tr <= acc_star and acc_val <= acc_star)

@@ -73,7 +73,7 @@ from ._common import (
     device_raises,
     fmt_eps,
     graph_input,
-    random_split,
+    labelled_split,
     resolve_device,
     sub_seed,
     with_edge_index,
@@ -183,9 +183,9 @@ def bag_proportions(y: torch.Tensor, bags: torch.Tensor, mask: torch.Tensor, num
                     eps_y: float, num_bags: int | None = None):
     """Perturbed and reconstructed bag label proportions (Algorithm 3, lines 5 and 8).
 
-    ``b'_r = (1/|C_r^L|) sum_{v in C_r^L} onehot(y'_v)`` over the nodes of bag ``r`` with
-    ``mask`` true, and ``b~_r = P^{-1} b'_r`` (eq. 14) mapped to the probability simplex
-    (negative entries -> 1e-5, renormalised: the authors' rule,
+    ``b'_r = (1/|C_r^L|) sum_{v in C_r^L} onehot(y'_v)`` over the nodes of bag ``r`` in
+    ``mask`` (a bool mask or node ids), and ``b~_r = P^{-1} b'_r`` (eq. 14) mapped to the
+    probability simplex (negative entries -> 1e-5, renormalised: the authors' rule,
     :func:`ldpfast.estimation.project_simplex`).  ``eps_y = math.inf`` (clean labels)
     gives ``b~ = b'``.
 
@@ -241,7 +241,8 @@ def llp_loss(probs: torch.Tensor, bags: torch.Tensor, b_tilde: torch.Tensor,
         ``(C, c)`` target proportions (probability vectors), e.g. from
         :func:`bag_proportions`.
     mask : torch.Tensor, optional
-        ``(n,)`` bool, the nodes ``C_r^L`` that form the bags (default: all).
+        The nodes ``C_r^L`` that form the bags (default: all): an ``(n,)`` bool mask or a
+        tensor of node ids.
     direction : {"paper", "reverse"}
         ``KL(b^ || b~)`` (Algorithm 3) or ``KL(b~ || b^)`` (the authors' code).
     eps : float
@@ -337,6 +338,8 @@ def fit(data, eps_x: float, eps_y: float, *, m: int = 10, k_x: int = 4, k_y: int
     data : torch_geometric.data.Data
         Undirected graph with ``edge_index``, labels ``y`` and features ``x``: binary 0/1
         floats (grouped by ``group_size``, section V-A1) or integer categorical values.
+        Nodes labelled ``-1`` (PyG's unlabelled nodes) are in no split: the random split
+        (``split``) is drawn over the labelled nodes.
     eps_x : float
         GRR budget of each sampled feature (> 0; ``math.inf``: features not perturbed).
     eps_y : float
@@ -439,7 +442,7 @@ def _fit(data, dev, eps_x, eps_y, m, k_x, k_y, C, alpha, model, group_size, vari
     m = check_int("m", m, 1, d)
     gam = _domain(dom, d)
     # drawn on the CPU (same split on every device), then moved
-    train_mask, val_mask, test_mask = (t.to(dev) for t in random_split(n, sub_seed(seed, 1), *split))
+    train_mask, val_mask, test_mask = (t.to(dev) for t in labelled_split(data.y, sub_seed(seed, 1), *split))
     labelled = train_mask | val_mask
     ledger = Ledger()
 

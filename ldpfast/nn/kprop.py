@@ -11,25 +11,28 @@ from .. import graph as _graph
 from .._checks import check_int
 
 
+def _tkey(t):
+    """O(1) identity of a tensor: storage, shape, dtype, device and version counter (bumped by
+    in-place changes); contents are not compared (that would cost what a cache saves)."""
+    if t is None:
+        return None
+    if t.layout == torch.strided:
+        return (t.data_ptr(), tuple(t.shape), t.dtype, str(t.device), t._version)
+    if t.layout == torch.sparse_coo:
+        return (_tkey(t._indices()), _tkey(t._values()))
+    if t.layout == torch.sparse_csr:
+        return (_tkey(t.crow_indices()), _tkey(t.col_indices()), _tkey(t.values()))
+    if t.layout == torch.sparse_csc:
+        return (_tkey(t.ccol_indices()), _tkey(t.row_indices()), _tkey(t.values()))
+    return (id(t),)
+
+
 def _adj_key(adj, edge_weight) -> tuple:
-    """O(1) identity of an adjacency: its tensors' storage, shape and version counter.
+    """O(1) identity of an adjacency (:func:`_tkey` of its tensors).
 
-    Used only to notice that a cached layer is handed a different graph; contents are not
-    compared (that would cost what the cache saves).
+    Used only to notice that a cached layer is handed a different graph.
     """
-    def tkey(t):
-        if t is None:
-            return None
-        if t.layout == torch.strided:
-            return (t.data_ptr(), tuple(t.shape), t._version)
-        if t.layout == torch.sparse_coo:
-            return (tkey(t._indices()), tkey(t._values()))
-        if t.layout == torch.sparse_csr:
-            return (tkey(t.crow_indices()), tkey(t.col_indices()), tkey(t.values()))
-        if t.layout == torch.sparse_csc:
-            return (tkey(t.ccol_indices()), tkey(t.row_indices()), tkey(t.values()))
-        return (id(t),)
-
+    tkey = _tkey
     if isinstance(adj, _graph.CSR):
         parts = (tkey(adj.rowptr), tkey(adj.col), tkey(adj.value))
     elif isinstance(adj, torch.Tensor):
@@ -51,8 +54,8 @@ class KProp(MessagePassing):
     k : int
         Step parameter K >= 0 (K_x for features, K_y for labels).
     aggr : {"mean", "add", "gcn"}
-        LPGNN uses "gcn" for both feature and label KProp (section 4.1).  With edge
-        weights: "add" sums ``w_ji x_j``, "mean" divides that sum by the number of
+        ``"sum"`` (PyG's name) is ``"add"``.  LPGNN uses "gcn" for both feature and label
+        KProp (section 4.1).  With edge weights: "add" sums ``w_ji x_j``, "mean" divides that sum by the number of
         neighbours (as PyG's ``SimpleConv``), "gcn" uses the weighted degrees (as
         ``gcn_norm``).
     add_self_loops : bool
@@ -67,6 +70,13 @@ class KProp(MessagePassing):
         :meth:`reset_cache` or :meth:`reset_parameters` forget the cache.  A different
         number of nodes is an error.  Default False: the CSR is rebuilt on every call (a
         linear-time counting sort), so a changed graph is never served stale structure.
+    cache_result : bool
+        As PyG's ``SGConv(cached=True)``: if True, the output of the first call is kept and
+        returned by every later call with the same ``x``, adjacency and mask (the same tensors,
+        unmodified: storage, shape, version counter), so K steps run once.  For KProp as the
+        first layer on fixed input features (transductive).  A call with another ``x``,
+        graph or mask, or with an ``x`` that requires grad (its gradient would be lost), is
+        an error; :meth:`reset_cache` forgets the result.  Default False.
     storage : torch.dtype, optional
         ``torch.bfloat16``: propagate a bfloat16 copy of ``x`` and return the result in
         ``x``'s dtype (gradients flow through both casts).  Halves the memory of the
@@ -76,6 +86,18 @@ class KProp(MessagePassing):
         than the halved gathers save; see BENCHMARKS.md).  Default None: ``x``'s own dtype,
         exact float32/float64 sums.
 
+    Which cache when
+    ----------------
+    * ``cache_result=True``: KProp on fixed features, inside the model (LPGNN's feature
+      KProp in front of a GNN): propagated once, then free.  No dropout or learnable layer
+      may come before it (its input would change every call).
+    * ``cached=True``: one fixed graph, inputs that change every call (the label KProp over
+      the model's predictions in LPGNN's loss, eq. 14; a KProp after a learnable layer):
+      the graph's structure is built once, the K steps run on every call.
+    * :class:`ldpfast.transforms.KPropFeatures`: propagate the features once in the dataset's
+      ``pre_transform`` (stored with the dataset, SGC-style); the model then needs no KProp.
+      Best when the propagated features are reused across runs or models.
+
     Shapes
     ------
     ``forward(x, adj, edge_weight=None, mask=None)``: ``x`` (n, d) float32/float64/bfloat16;
@@ -83,16 +105,16 @@ class KProp(MessagePassing):
     messages ``edge_index[0] -> edge_index[1]``, PyG's ``adj_t`` from
     ``T.ToSparseTensor()`` (torch sparse CSR, or ``torch_sparse.SparseTensor`` when
     installed), any torch sparse COO/CSR/CSC ``adj_t``, or an ldpfast ``CSR`` (row ``i`` =
-    sources of ``i``); ``edge_weight`` (E,) with an ``edge_index`` only; ``mask`` (n,) bool
-    (nodes that contribute at the first step).  Output: (n, d).
+    sources of ``i``); ``edge_weight`` (E,) with an ``edge_index`` only; ``mask`` (n,) bool or a
+    tensor of node ids (nodes that contribute at the first step).  Output: (n, d).
     """
 
     def __init__(self, k: int = 1, aggr: str = "gcn", add_self_loops: bool = False,
-                 cached: bool = False, storage: torch.dtype | None = None):
-        if aggr not in ops.AGGRS:
-            raise ValueError(f"aggr: expected one of {ops.AGGRS}, got {aggr!r}")
-        if not isinstance(cached, bool):
-            raise TypeError(f"cached: expected a bool, got {type(cached).__name__}")
+                 cached: bool = False, storage: torch.dtype | None = None, *, cache_result: bool = False):
+        aggr = ops.check_aggr(aggr)
+        for name, v in (("cached", cached), ("cache_result", cache_result)):
+            if not isinstance(v, bool):
+                raise TypeError(f"{name}: expected a bool, got {type(v).__name__}")
         if storage not in (None, torch.bfloat16):
             raise ValueError(f"storage: expected None or torch.bfloat16, got {storage!r}")
         super().__init__(aggr="add")
@@ -101,11 +123,15 @@ class KProp(MessagePassing):
         self.norm = aggr
         self.add_self_loops = bool(add_self_loops)
         self.cached = cached
+        self.cache_result = cache_result
         self._cache: dict | None = None
+        self._result: tuple | None = None
 
     def reset_cache(self) -> None:
-        """Forget the cached graph (``cached=True``): the next call builds it again."""
+        """Forget the cached graph (``cached=True``) and result (``cache_result=True``): the
+        next call builds them again."""
         self._cache = None
+        self._result = None
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
@@ -154,6 +180,26 @@ class KProp(MessagePassing):
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.cache_result:
+            return self._stored(x, edge_index, edge_weight, mask)
+        key = (_tkey(x) if isinstance(x, torch.Tensor) else None, _adj_key(edge_index, edge_weight),
+               _tkey(mask) if isinstance(mask, torch.Tensor) else mask)
+        if self._result is not None:
+            if key != self._result[0]:
+                raise ValueError(
+                    "x: KProp(cache_result=True) holds the propagation of another input (x, the adjacency or "
+                    "the mask is a different tensor, or was modified); cache_result is for one fixed input: "
+                    "call reset_cache() first, or use cached=True (caches the graph only)")
+            return self._result[1]
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise ValueError("x: requires grad, but KProp(cache_result=True) would return a cached result "
+                             "without a gradient; use cached=True (caches the graph only)")
+        out = self._stored(x, edge_index, edge_weight, mask)
+        self._result = (key, out.detach())
+        return self._result[1]
+
+    def _stored(self, x, edge_index, edge_weight, mask):
+        """forward without the result cache: in ``storage``'s dtype when one is set."""
         if self.storage is not None and isinstance(x, torch.Tensor) and x.dtype != self.storage:
             ops.check_x(x)
             return self._forward(x.to(self.storage), edge_index, edge_weight, mask).to(x.dtype)
@@ -164,7 +210,7 @@ class KProp(MessagePassing):
             return ops.propagate(edge_index, x, self.k, self.norm, self.add_self_loops, mask,
                                  edge_weight=edge_weight)
         ops.check_x(x)
-        ops.check_args(x.size(0), self.k, self.norm, mask, x)
+        _, _, mask = ops.check_args(x.size(0), self.k, self.norm, mask, x)
         c = self._cached_graph(edge_index, edge_weight, x)
         if self.k == 0:
             return x if mask is None else x * mask[:, None].to(x.dtype)
@@ -184,5 +230,6 @@ class KProp(MessagePassing):
 
     def __repr__(self) -> str:
         extra = "" if self.storage is None else f", storage={self.storage}"
+        extra += ", cache_result=True" if self.cache_result else ""
         return (f"KProp(k={self.k}, aggr={self.norm!r}, add_self_loops={self.add_self_loops}, "
                 f"cached={self.cached}{extra})")

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .._checks import check_eps, check_int
+from ..cli import plain_text
 from ..graph import CSR, to_csr
 from ..methods._common import sub_seed
 from ..methods.dprr import MODELS, _csr, expected_rr_edges, fit
@@ -215,7 +216,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     """``ldpfast reproduce dprr``: Figs. 4, 5 and 7 of the paper (accuracy vs alpha and eps, degrees)."""
     from tqdm.auto import tqdm
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce dprr", allow_abbrev=False, description=__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast reproduce dprr", allow_abbrev=False, description=plain_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tu-folder", default=None, help="folder with a TU dataset (e.g. REDDIT-BINARY/raw)")
     p.add_argument("--tu-name", default=None, help="TU dataset name, e.g. REDDIT-BINARY")

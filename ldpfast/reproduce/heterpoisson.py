@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .._checks import check_eps, check_int
+from ..cli import plain_text
 from ..methods._common import sub_seed
 from ..methods.heterpoisson import MLP_PRIVACY_MODEL, SETTINGS, fit
 from ..privacy.accountants import privacy_model
@@ -93,7 +94,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from ..datasets import load
 
     # no abbreviations: public_command must see every spelling of --seed
-    p = argparse.ArgumentParser(prog="ldpfast reproduce heterpoisson", description=reproduce_main.__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast reproduce heterpoisson", description=plain_text(reproduce_main.__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--datasets", nargs="+", default=["facebook", "twitch-de"], choices=["facebook", "twitch-de"])
     p.add_argument("--models", nargs="+", default=["gcn", "gin", "sage"], choices=["gcn", "gin", "sage"])

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from .._checks import check_int
+from ..cli import plain_text
 from ..methods._common import sub_seed
 from ..methods.lpgnn import fit
 from ..methods.rgnn import DEFAULTS
@@ -100,7 +101,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from ..datasets import load, top_classes
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce lpgnn", allow_abbrev=False, description=__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast reproduce lpgnn", allow_abbrev=False, description=plain_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=None,
                    choices=["cora", "citeseer", "facebook", "pubmed", "lastfm"],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from ..cli import plain_text
 from ..methods import lpgnn
 from ..methods._common import sub_seed
 from ..methods.rgnn import DEFAULTS, fit, metis_bags
@@ -179,7 +180,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from ..datasets import load
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce rgnn", allow_abbrev=False, description=reproduce_main.__doc__,
+    p = argparse.ArgumentParser(prog="ldpfast reproduce rgnn", allow_abbrev=False, description=plain_text(reproduce_main.__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "facebook"],
                    choices=sorted(DATASET_K))

@@ -64,7 +64,7 @@ import numpy as np
 import torch
 
 from .. import _backend
-from .._checks import check_int, check_prob, check_real
+from .._checks import check_int, check_mask, check_prob, check_real
 from ..graph import CSR, _cached_graph, to_csr
 from ..privacy.accountants import check_degree_model, privacy_model
 from ..rng import resolve_seed
@@ -161,21 +161,12 @@ def singleton_batch(data, nodes: torch.Tensor, step: int = 0) -> SubgraphBatch:
 
 
 def _node_set(name: str, nodes, n: int) -> torch.Tensor:
-    """A bool mask (n,) from a bool mask or an index tensor / sequence."""
+    """A bool mask (n,), a copy, from a bool mask or node ids (tensor or sequence;
+    :func:`ldpfast._checks.check_mask`)."""
     if nodes is None:
         return torch.ones(n, dtype=torch.bool)
-    t = torch.as_tensor(nodes)
-    if t.dtype == torch.bool:
-        if t.dim() != 1 or t.numel() != n:
-            raise ValueError(f"{name}: a bool mask must have shape ({n},), got {tuple(t.shape)}")
-        return t.clone()
-    if t.dtype not in (torch.int32, torch.int64) or t.dim() != 1:
-        raise TypeError(f"{name}: expected a bool mask of shape ({n},) or a 1-D integer index tensor")
-    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n):
-        raise ValueError(f"{name}: node ids must lie in [0, {n}), got range [{int(t.min())}, {int(t.max())}]")
-    m = torch.zeros(n, dtype=torch.bool)
-    m[t.to(torch.int64)] = True
-    return m
+    m = check_mask(name, torch.as_tensor(nodes), n)
+    return m.clone() if m is nodes else m
 
 
 def neighbour_csr(data, *, backend: str | None = None) -> CSR:

@@ -34,17 +34,25 @@ Transforms
   ``train_and_val=True``): test labels stay clean for evaluation.  The mask used is stored
   as ``data.y_rr_mask``.
 * :class:`GroupBinaryFeatures`, :class:`Discretize`: preprocessing (no privacy cost as
-  long as their parameters are public, see each docstring).
+  long as their parameters are public, see each docstring);
+* :class:`KPropFeatures`: LPGNN's feature KProp, precomputed once (server side, after the
+  randomiser).
+
+Every argument is checked when a transform is constructed (ranges named in the message);
+what needs the data (a mask's length, ``m <= d``) is checked before any randomness is drawn.
+Masks (``RRLabels(mask=...)``, ``DPRR(public=...)``) are bool masks or tensors of node ids,
+as PyG code holds them.
 """
 from __future__ import annotations
 
 from .base import ReportOnce
-from .edges import DPRR, LocalLap, RREdges
+from .edges import DPRR, LocalLap, NoisyGraphWarning, RREdges, expected_edges
 from .features import (
     GRRFS,
     RGNN_GROUP_SIZES,
     Discretize,
     GroupBinaryFeatures,
+    KPropFeatures,
     MultiBit,
     OneBit,
     discretize,
@@ -53,6 +61,6 @@ from .features import (
 )
 from .labels import RRLabels
 
-__all__ = ["DPRR", "GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "LocalLap",
-           "MultiBit", "OneBit", "RREdges", "RRLabels", "ReportOnce", "discretize",
-           "group_binary_features", "quantile_boundaries"]
+__all__ = ["DPRR", "GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "KPropFeatures",
+           "LocalLap", "MultiBit", "NoisyGraphWarning", "OneBit", "RREdges", "RRLabels", "ReportOnce",
+           "discretize", "expected_edges", "group_binary_features", "quantile_boundaries"]

@@ -10,10 +10,10 @@ the graph it holds is the randomised graph, in the same format: ``edge_index``, 
 row ``i`` of ``adj_t`` is user ``i``'s noisy list, which is what ``edge_index``'s
 ``(j, i)`` entries say in PyG's convention).  Per-edge attributes of the true graph
 (``edge_attr``, ``edge_weight`` and every other attribute PyG's ``Data.is_edge_attr`` finds
-aligned with the edges) are dropped, and any other attribute that would carry the true graph
-past the mechanism (another sparse adjacency or CSR, or a tensor whose name mentions ``edge``
-or ``adj`` but is not aligned with the edges, e.g. ``edge_label_index``) is refused before any
-work.  Features computed from the true graph before the transform (degrees, positional
+aligned with the edges) are dropped, with a warning naming them, and any other attribute
+that would carry the true graph past the mechanism (another sparse adjacency or CSR, or a
+tensor whose name mentions ``edge`` or ``adj`` but is not aligned with the edges, e.g.
+``edge_label_index``) is refused before any work.  Features computed from the true graph before the transform (degrees, positional
 encodings) cannot be recognised: randomise the edges first.  The cost is recorded: the returned object's
 ``ldp_ledger`` is the input's :class:`~ldpfast.privacy.budget.Ledger` (``Ledger.of``) plus one
 :class:`~ldpfast.privacy.budget.Spent` entry.  The full mechanism output
@@ -39,30 +39,54 @@ Host syncs: the input checks (one each) and sizes before allocations.
 from __future__ import annotations
 
 import copy
+import math
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from .. import _backend
-from .._checks import check_eps, check_int, check_prob
+from .._backend import check_backend
+from .._checks import check_eps, check_int, check_mask, check_prob
 from ..graph import CSR, _is_sparse_tensor_like
 from ..mechanisms import edges as _edges
+from ..mechanisms.edges.degree_preserving import dprr_budget
 from ..mechanisms.edges.server import _check_rule
 from ..privacy.budget import Ledger
 from ..privacy.report_once import IDENTITY_DEFAULT, whole_graph
 from ..privacy.users import DEFAULT_DOMAIN
 from .base import ReportOnce
 
-__all__ = ["DPRR", "LocalLap", "RREdges"]
+__all__ = ["DPRR", "LocalLap", "NoisyGraphWarning", "RREdges", "expected_edges"]
+
+
+class NoisyGraphWarning(UserWarning):
+    """An edge transform's output is expected to hold more false edges than true edges kept
+    (see :func:`expected_edges`), so a GNN on it learns mostly from noise."""
+
+
+def _check_public_arg(public):
+    """``public`` at construction: None, an attribute name, or a tensor (bool mask or node ids,
+    checked against the graph in forward)."""
+    if public is None or (isinstance(public, str) and public):
+        return public
+    if isinstance(public, torch.Tensor):
+        return check_mask("public", public, None)
+    raise TypeError(f"public: expected None, an attribute name, a bool mask or a tensor of node ids, "
+                    f"got {type(public).__name__}")
 
 
 def _public_of(data, public):
+    """The public users as a bool mask of ``data``'s nodes (or None)."""
+    name = "public"
     if isinstance(public, str):
         if not hasattr(data, public):
             raise ValueError(f"public: the Data object has no attribute {public!r}")
-        return getattr(data, public)
-    return public
+        name, public = f"data.{public}", getattr(data, public)
+    if isinstance(public, torch.Tensor):
+        return check_mask(name, public, data.num_nodes)
+    return public  # None; anything else is refused by the mechanism
 
 
 def _prepare(transform, data):
@@ -92,12 +116,14 @@ def _prepare(transform, data):
     return keying, csr
 
 
-def _run(transform, data, mechanism, *args, **kwargs):
+def _run(transform, data, mechanism, *args, public=None, **kwargs):
     """Apply one edge mechanism: key it, account it (store: withheld users report an empty list,
-    marked in ``data.edge_withheld``) and build the output Data."""
+    marked in ``data.edge_withheld``) and build the output Data.  ``public``: the public users
+    (:func:`_public_of`, also among ``args`` where the mechanism takes them), left out of the
+    store's accounting."""
     keying, csr = _prepare(transform, data)
     res = mechanism(csr, check_eps("eps", transform.eps), keying, *args, **kwargs)
-    pub = _public_of(data, getattr(transform, "public", None))
+    pub = public
     reported = None
     if pub is not None:
         pm = (pub.cpu().numpy() if isinstance(pub, torch.Tensor) else np.asarray(pub)).astype(bool)
@@ -108,10 +134,76 @@ def _run(transform, data, mechanism, *args, **kwargs):
         res.noisy_degrees = res.noisy.degrees()
         res._edge_index = None
     transform.last_result = res
-    out = _apply(data, res)
+    _warn_if_mostly_noise(type(transform).__name__, csr, res, reported)
+    out = _apply(data, res, type(transform).__name__)
     if withheld is not None:
         out.edge_withheld = torch.from_numpy(withheld)
     return out
+
+
+def _lap_tail(t: float, b: float) -> float:
+    """P[L >= t] for the Laplace law of scale ``b``."""
+    return 0.5 * math.exp(-t / b) if t >= 0 else 1.0 - 0.5 * math.exp(t / b)
+
+
+def expected_edges(csr: CSR, res, reported=None) -> dict:
+    """Expected composition of an edge mechanism's noisy lists: true edges kept and false
+    edges added, and the budget above which true edges outnumber false ones on this graph.
+
+    Computed from the input's degrees and the mechanism's law (no pass over the output).
+    DPRR: user ``i`` keeps each true edge with probability ``p q_i`` and adds each non-edge
+    with ``(1 - p) q_i``, so false outnumber true edges while ``eps2 < ln(sum q_i (n-1-d_i) /
+    sum q_i d_i)``; RR: the same with ``q_i = 1`` (``eps < ln(non-edges / edges)``); LocalLap:
+    the ``T`` largest Laplace-noised upper entries, with the top-``T`` threshold of the
+    continuous law (``eps2 < ln(non-edges / edges)`` with ``T`` = the number of edges).
+
+    Returns
+    -------
+    dict
+        ``true_kept``, ``false``, ``budget`` (the name of the budget the threshold is for:
+        ``"eps"`` or ``"eps2"``), ``value`` (its value now) and ``threshold``.  Counts are
+        entries of the noisy lists (directed) for DPRR and RR, undirected edges for
+        LocalLap.  Public users (``reported``: bool array of the private ones) are left out.
+    """
+    n, mech = csr.num_nodes, res.spent.mechanism
+    prm = res.spent.params
+    if mech == "locallap":
+        e_u, b = csr.nnz / 2.0, 1.0 / prm["eps2_used"]
+        n0, t = n * (n - 1) / 2.0 - e_u, float(prm["T"])
+        lo, hi = -50.0 * b, 50.0 * b + 1.0  # top-T threshold tau: e_u P[L >= tau-1] + n0 P[L >= tau] = T
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if e_u * _lap_tail(mid - 1, b) + n0 * _lap_tail(mid, b) > t else (lo, mid)
+        true = min(e_u * _lap_tail(lo - 1, b), t)
+        return {"true_kept": true, "false": t - true, "budget": "eps2", "value": prm["eps2_used"],
+                "threshold": math.log(n0 / e_u) if e_u and n0 else -math.inf}
+    p, pm = prm["p"], prm["flip_prob"]
+    # where the graph is (a CUDA graph: two sums read back, nothing copied to the host)
+    d = csr.degrees().to(torch.float64)
+    q = torch.ones_like(d) if res.q is None else torch.nan_to_num(res.q.to(torch.float64))  # on the graph's device
+    if reported is not None:
+        keep = torch.as_tensor(reported, dtype=torch.bool).to(d.device)
+        q, d = q[keep], d[keep]
+    edges, non = float((q * d).sum()), float((q * (n - 1 - d)).sum())
+    budget = "eps2" if mech == "dprr" else "eps"
+    return {"true_kept": p * edges, "false": pm * non, "budget": budget, "value": prm[budget],
+            "threshold": math.log(non / edges) if edges and non else -math.inf}
+
+
+def _warn_if_mostly_noise(name: str, csr: CSR, res, reported) -> None:
+    if not csr.nnz:
+        return  # nothing true to compare with
+    e = expected_edges(csr, res, reported)
+    if e["false"] <= e["true_kept"]:
+        return
+    warnings.warn(
+        f"{name}: the noisy graph is mostly false edges: about {e['false']:.4g} false edges against "
+        f"{e['true_kept']:.4g} true edges kept (expected values). For this graph's density "
+        f"({csr.nnz / max(csr.num_nodes, 1):.3g} neighbours per node of {csr.num_nodes - 1} possible) true edges "
+        f"outnumber false ones only for {e['budget']} > {e['threshold']:.3g} (now {e['budget']} = "
+        f"{e['value']:.3g}). A GNN on this graph learns mostly from noise. (Silence with "
+        f"warnings.filterwarnings('ignore', category=ldpfast.transforms.NoisyGraphWarning).)",
+        NoisyGraphWarning, stacklevel=5)
 
 
 def _empty_rows(g: CSR, rows: torch.Tensor) -> CSR:
@@ -203,7 +295,7 @@ def _adj_t_like(like, g: CSR):
     return out if layout == torch.sparse_csr else out.to_sparse_csc()
 
 
-def _apply(data, res):
+def _apply(data, res, name: str):
     out = copy.copy(data)
     stored = _edges._stored_csr(data) is not None
     adj = _edges._stored_adj_t(data)
@@ -218,9 +310,14 @@ def _apply(data, res):
         out.__dict__["csr"] = csr
     if adj is not None:  # target-major: row i = the nodes i aggregates from = res.graph() row i
         out.adj_t = _adj_t_like(adj, res.graph())
-    for key in drop:
-        if key in out:
-            del out[key]
+    dropped = [key for key in drop if key in out]
+    for key in dropped:
+        del out[key]
+    if dropped:
+        warnings.warn(
+            f"{name}: dropped " + ", ".join(f"data.{k}" for k in dropped) + ": per-edge "
+            "attributes of the true graph have no counterpart on the noisy graph's edges (and would reveal the "
+            "true edges). Delete them before the transform to silence this.", UserWarning, stacklevel=5)
     out.__dict__.pop("_ldpfast_csr", None)
     out.ldp_ledger = Ledger(list(Ledger.of(data).entries)).add(res.spent)
     return out
@@ -236,8 +333,9 @@ class DPRR(ReportOnce):
 
     Parameters
     ----------
-    public : bool tensor or str, optional
-        Mask of non-private users, or the name of a ``Data`` attribute holding it.
+    public : tensor or str, optional
+        Non-private users: a bool mask, a tensor of node ids, or the name of a ``Data``
+        attribute holding either.
     n_max : int, optional
         Public bound on the number of users over every release (eq. 8).  With ``user_key`` it
         also fixes eq. (6)'s ``n``, so an unchanged user's list is unchanged as the graph grows.
@@ -245,6 +343,18 @@ class DPRR(ReportOnce):
         Who the users are, the secret and the per-user ledger (see
         :class:`ldpfast.transforms.ReportOnce`).  With ``user_key`` each bit is addressed by the
         two users' keys (dense int keys: :mod:`ldpfast.mechanisms.edges._keyed`; CPU only).
+
+    Output (PyG terms)
+    ------------------
+    With ``symmetrize="none"`` (default) the output graph is *directed*: ``edge_index`` holds
+    ``(j, i)`` for every ``j`` in user ``i``'s noisy list, so with PyG's default
+    ``flow="source_to_target"`` node ``i`` aggregates over its own list, and
+    ``is_undirected()`` is in general False (do not apply ``T.ToUndirected`` unless you mean
+    the ``"or"`` rule).  ``adj_t`` row ``i`` and ``csr`` follow the same convention.  With
+    ``"or"``, ``"and"``, ``"lower"`` or ``"upper"`` the output is undirected (both directions
+    listed).  Per-edge attributes (``edge_attr``, ``edge_weight``) are dropped, with a
+    warning.  A :class:`NoisyGraphWarning` says when the output is expected to hold more false
+    edges than true edges kept, and for which budget that stops (:func:`expected_edges`).
     """
 
     def __init__(self, eps: float, seed: int | None = None, eps1: float | None = None, public=None,
@@ -252,20 +362,21 @@ class DPRR(ReportOnce):
                  backend: str | None = None, *, user_key: str | None = None, dataset: str = DEFAULT_DOMAIN,
                  store=None, identity: str = IDENTITY_DEFAULT):
         check_eps("eps", eps)
-        if eps1 is not None:
-            check_eps("eps1", eps1)
         if n_max is not None:
             check_int("n_max", n_max, lo=2)
         check_prob("alpha", alpha, open_low=True, open_high=True)
+        if eps1 is not None or n_max is not None:  # the split is known now: eps1 < eps (eq. 8)
+            dprr_budget(eps, 2 if n_max is None else n_max, alpha, eps1)
         _check_rule(symmetrize)
-        self.eps, self.eps1, self.public = eps, eps1, public
-        self.n_max, self.alpha, self.symmetrize, self.backend = n_max, alpha, symmetrize, backend
+        self.eps, self.eps1, self.public = eps, eps1, _check_public_arg(public)
+        self.n_max, self.alpha, self.symmetrize, self.backend = n_max, alpha, symmetrize, check_backend(backend)
         self.last_result = None
         self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
-        return _run(self, data, _edges._dprr, self.eps1, _public_of(data, self.public), self.n_max, self.alpha,
-                    self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
+        pub = _public_of(data, self.public)
+        return _run(self, data, _edges._dprr, self.eps1, pub, self.n_max, self.alpha, self.symmetrize, self.backend,
+                    public=pub, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"DPRR(eps={self.eps}, eps1={self.eps1}, symmetrize={self.symmetrize!r})"
@@ -275,7 +386,19 @@ class RREdges(ReportOnce):
     """Warner's randomized response on every neighbour-list bit (paper section V-A), eps-edge LDP.
 
     Refuses graphs whose expected output exceeds ``max_output_edges`` (RR is dense);
-    see :func:`ldpfast.mechanisms.edges.rr_edges`.
+    see :func:`ldpfast.mechanisms.edges.rr_edges`.  ``public`` as in :class:`DPRR`.
+
+    Output (PyG terms)
+    ------------------
+    With ``symmetrize="none"`` (default) the output graph is *directed*: ``edge_index`` holds
+    ``(j, i)`` for every ``j`` in user ``i``'s noisy list, so with PyG's default
+    ``flow="source_to_target"`` node ``i`` aggregates over its own list, and
+    ``is_undirected()`` is in general False (do not apply ``T.ToUndirected`` unless you mean
+    the ``"or"`` rule).  ``adj_t`` row ``i`` and ``csr`` follow the same convention.  With
+    ``"or"``, ``"and"``, ``"lower"`` or ``"upper"`` the output is undirected (both directions
+    listed).  Per-edge attributes (``edge_attr``, ``edge_weight``) are dropped, with a
+    warning.  A :class:`NoisyGraphWarning` says when the output is expected to hold more false
+    edges than true edges kept, and for which budget that stops (:func:`expected_edges`).
     """
 
     def __init__(self, eps: float, seed: int | None = None, max_output_edges: int = 50_000_000, public=None,
@@ -285,14 +408,15 @@ class RREdges(ReportOnce):
         check_eps("eps", eps)
         check_int("max_output_edges", max_output_edges, lo=0)
         _check_rule(symmetrize)
-        self.eps, self.max_output_edges, self.public = eps, max_output_edges, public
-        self.symmetrize, self.backend = symmetrize, backend
+        self.eps, self.max_output_edges, self.public = eps, max_output_edges, _check_public_arg(public)
+        self.symmetrize, self.backend = symmetrize, check_backend(backend)
         self.last_result = None
         self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
-        return _run(self, data, _edges._rr_edges, self.max_output_edges, _public_of(data, self.public),
-                    self.symmetrize, self.backend, edge_index=_wants_edge_index(data))
+        pub = _public_of(data, self.public)
+        return _run(self, data, _edges._rr_edges, self.max_output_edges, pub, self.symmetrize, self.backend,
+                    public=pub, edge_index=_wants_edge_index(data))
 
     def __repr__(self) -> str:
         return f"RREdges(eps={self.eps}, symmetrize={self.symmetrize!r})"
@@ -301,13 +425,20 @@ class RREdges(ReportOnce):
 class LocalLap(ReportOnce):
     """LocalLap baseline (local-model LAPGRAPH, paper section V-A), eps-edge LDP.
 
-    Output graph is undirected; see :func:`ldpfast.mechanisms.edges.local_laplace`.
+    See :func:`ldpfast.mechanisms.edges.local_laplace`.
+
+    Output (PyG terms)
+    ------------------
+    The output graph is undirected: ``edge_index`` lists both directions of every kept edge
+    (``is_undirected()`` holds), as do ``adj_t`` and ``csr``.  Per-edge attributes are dropped
+    with a warning, and a :class:`NoisyGraphWarning` says when the output is expected to hold
+    more false edges than true ones (:func:`expected_edges`).
     """
 
     def __init__(self, eps: float, seed: int | None = None, backend: str | None = None, *,
                  dataset: str = DEFAULT_DOMAIN, identity: str = IDENTITY_DEFAULT):
         check_eps("eps", eps)
-        self.eps, self.backend = eps, backend
+        self.eps, self.backend = eps, check_backend(backend)
         self.last_result = None
         self._init_report_once(seed, identity, None, dataset, None)  # no user-keyed path yet
 

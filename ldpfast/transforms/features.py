@@ -9,18 +9,22 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 import torch
 from torch_geometric.transforms import BaseTransform
 
+from .. import ops
+from .._backend import check_backend
 from .._checks import check_eps, check_int, check_real, check_tensor
+from ..graph import csr_of
 from ..mechanisms.features import grr_fs, multibit_encode, multibit_rectify, onebit
 from ..privacy.report_once import IDENTITY_DEFAULT
 from ..privacy.users import DEFAULT_DOMAIN
 from .base import ReportOnce, _record
 
-__all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "MultiBit", "OneBit",
-           "discretize", "group_binary_features", "quantile_boundaries"]
+__all__ = ["GRRFS", "RGNN_GROUP_SIZES", "Discretize", "GroupBinaryFeatures", "KPropFeatures", "MultiBit",
+           "OneBit", "discretize", "group_binary_features", "quantile_boundaries"]
 
 #: Binary features grouped into one categorical feature by RGNN (section V-A1).
 RGNN_GROUP_SIZES = {"citeseer": 70, "cora": 25, "dblp": 50, "facebook": 100}
@@ -74,18 +78,25 @@ class GRRFS(ReportOnce):
                  accounting: str = "exact", backend: str | None = None, *,
                  user_key: str | None = None, dataset: str = DEFAULT_DOMAIN, store=None,
                  identity: str = IDENTITY_DEFAULT):
-        from ..mechanisms.features import ACCOUNTING, _as_domain
+        from ..mechanisms.features import ACCOUNTING, MAX_DOMAIN, _as_domain
 
         if accounting not in ACCOUNTING:
             raise ValueError(f"accounting: expected one of {ACCOUNTING}, got {accounting!r}")
         check_eps("eps_x", eps_x)
         check_int("m", m, 1)
-        if not isinstance(domain, int) or isinstance(domain, bool):  # per-column sizes: checked against d later
-            _as_domain("domain", domain, len(domain) if hasattr(domain, "__len__") else 1)
-        else:
-            check_int("domain", domain, 1, 1 << 31)
+        if isinstance(domain, Integral) and not isinstance(domain, bool):
+            check_int("domain", domain, 1, MAX_DOMAIN)
+        else:  # one size per column: their count is d, checked against data.x in forward
+            if isinstance(domain, torch.Tensor) and domain.dim() != 1:
+                raise ValueError(f"domain: expected an int or a 1-D tensor of per-column sizes, got shape "
+                                 f"{tuple(domain.shape)}")
+            d = len(domain) if hasattr(domain, "__len__") else 1
+            _as_domain("domain", domain, d)
+            if m > d:
+                raise ValueError(f"m: samples m of the d = {d} columns that domain lists; expected m in [1, {d}], "
+                                 f"got {m}")
         self.eps_x, self.m, self.domain = eps_x, m, domain
-        self.accounting, self.backend = accounting, backend
+        self.accounting, self.backend = accounting, check_backend(backend)
         self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
@@ -148,7 +159,7 @@ class MultiBit(ReportOnce):
         if not isinstance(rectify, bool):
             raise TypeError(f"rectify: expected a bool, got {type(rectify).__name__}")
         self.eps, self.m, self.alpha, self.beta = eps, m, alpha, beta
-        self.rectify, self.backend = rectify, backend
+        self.rectify, self.backend = rectify, check_backend(backend)
         self._init_report_once(seed, identity, user_key, dataset, store)
 
     def forward(self, data):
@@ -232,6 +243,18 @@ def quantile_boundaries(x: torch.Tensor, bins: int) -> torch.Tensor:
     return torch.quantile(x, q, dim=0)
 
 
+def _check_boundaries(boundaries) -> torch.Tensor:
+    """Cut points: a float (B,) or (B, d) tensor, no NaN, sorted ascending in every column."""
+    check_tensor("boundaries", boundaries, dtypes=(torch.float32, torch.float64))
+    if boundaries.dim() not in (1, 2):
+        raise ValueError(f"boundaries: expected shape (B,) or (B, d), got {tuple(boundaries.shape)}")
+    if bool(torch.isnan(boundaries).any()):
+        raise ValueError("boundaries: contains NaN")
+    if boundaries.shape[0] > 1 and not bool((boundaries[1:] >= boundaries[:-1]).all()):
+        raise ValueError("boundaries: must be sorted ascending in every column")
+    return boundaries
+
+
 def discretize(x: torch.Tensor, boundaries: torch.Tensor) -> torch.Tensor:
     """Map continuous features to categories: ``out[i, j] = #{b : boundaries[b, j] < x[i, j]}``
     (right-closed bins), an int64 matrix with values in ``[0, len(boundaries)]``, i.e. a
@@ -240,17 +263,15 @@ def discretize(x: torch.Tensor, boundaries: torch.Tensor) -> torch.Tensor:
     ``boundaries``: ``(B, d)`` sorted per column, or ``(B,)`` shared by all columns.
     """
     check_tensor("x", x, dims=2, dtypes=(torch.float32, torch.float64))
-    check_tensor("boundaries", boundaries, dtypes=(torch.float32, torch.float64))
+    _check_boundaries(boundaries)
     if bool(torch.isnan(x).any()):
         raise ValueError("x: contains NaN")
     bd = boundaries.to(x.dtype)
     if bd.dim() == 1:
         bd = bd.unsqueeze(1).expand(-1, x.shape[1])
-    if bd.dim() != 2 or bd.shape[1] != x.shape[1]:
+    if bd.shape[1] != x.shape[1]:
         raise ValueError(f"boundaries: expected shape (B,) or (B, {x.shape[1]}), got "
                          f"{tuple(boundaries.shape)}")
-    if bd.shape[0] > 1 and not bool((bd[1:] >= bd[:-1]).all()):
-        raise ValueError("boundaries: must be sorted ascending in every column")
     xt = x.t().contiguous()
     return torch.searchsorted(bd.t().contiguous(), xt, right=False).t().contiguous()
 
@@ -275,12 +296,60 @@ class Discretize(BaseTransform):
     for :class:`GRRFS` is ``boundaries.shape[0] + 1`` (stored as ``data.x_domain``)."""
 
     def __init__(self, boundaries: torch.Tensor):
-        self.boundaries = boundaries
+        self.boundaries = _check_boundaries(boundaries)
 
     def forward(self, data):
         data.x = discretize(_features(data), self.boundaries)
         data.x_domain = int(self.boundaries.shape[0]) + 1
         return data
+
+
+class KPropFeatures(BaseTransform):
+    """Replace ``data.x`` by ``KProp(data.x)``, propagated once (LPGNN's feature denoising,
+    Algorithm 2, precomputed as SGC does).
+
+    Use it after the feature randomiser in a dataset's ``pre_transform``: the propagated
+    features are stored with the dataset and the model needs no KProp layer.  Inside a model,
+    ``ldpfast.nn.KProp(cache_result=True)`` does the same once per process (see
+    :class:`ldpfast.nn.KProp`, "Which cache when").  Server-side post-processing of the
+    reports: no privacy cost.
+
+    Parameters
+    ----------
+    k : int
+        Steps ``K_x >= 0``.
+    aggr : {"gcn", "mean", "add", "sum"}
+        As :class:`ldpfast.nn.KProp` (default ``"gcn"``, LPGNN's choice).
+    add_self_loops : bool
+        Default False (section 3.2).
+
+    The graph is ``data.edge_index`` (with ``data.edge_weight`` if set), else ``data.adj_t``,
+    else ``data.csr``; float features keep their dtype, others become float32.
+    """
+
+    def __init__(self, k: int, aggr: str = "gcn", add_self_loops: bool = False):
+        self.k = check_int("k", k, 0, 1024)
+        self.aggr = ops.check_aggr(aggr)
+        if not isinstance(add_self_loops, bool):
+            raise TypeError(f"add_self_loops: expected a bool, got {type(add_self_loops).__name__}")
+        self.add_self_loops = add_self_loops
+
+    def forward(self, data):
+        x = _features(data)
+        x = x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+        ei, w = getattr(data, "edge_index", None), None
+        if ei is not None:
+            adj, w = ei, getattr(data, "edge_weight", None)
+        elif "adj_t" in data:
+            adj = data.adj_t
+        else:
+            adj = csr_of(data)
+        with torch.no_grad():
+            data.x = ops.propagate(adj, x, self.k, self.aggr, self.add_self_loops, edge_weight=w)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(k={self.k}, aggr={self.aggr!r})"
 
 
 # --- edge-LDP transforms live with their kernels (DESIGN: ``lf.transforms.DPRR(...)``) ---------

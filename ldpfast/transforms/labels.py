@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_eps, check_int
+from .._backend import check_backend
+from .._checks import check_eps, check_int, check_mask
+from ..mechanisms.features import MAX_DOMAIN
 from ..mechanisms.labels import rr_labels
 from ..privacy.report_once import IDENTITY_DEFAULT
 from ..privacy.users import DEFAULT_DOMAIN
@@ -19,13 +21,17 @@ class RRLabels(ReportOnce):
     ----------
     eps : float
         Label budget ``eps_y``.
-    mask : {"train_val", "train", "all"}, str attribute name, or bool tensor
+    mask : {"train_val", "train", "all"}, str attribute name, or tensor
         Nodes that report their label.  ``"train_val"`` (default): ``train_mask | val_mask``
         when the data has both (what LPGNN's and RGNN's code do; test labels stay clean),
-        else all nodes.  Any other string names a bool attribute of ``data``.
+        else all nodes.  Any other string names an attribute of ``data``.  A tensor, given
+        or read from ``data``, is a bool mask of one entry per node or a 1-D tensor of
+        distinct node ids (as PyG code holds node sets either way); its length is checked
+        against ``data.y``.
     num_classes : int, optional
         Default: ``data.num_classes`` if set, else ``int(y.max()) + 1`` (the class count
-        is treated as public).
+        is treated as public).  Nodes outside the mask may hold any label, e.g. PyG's ``-1``
+        for unlabelled nodes: they are neither checked nor changed.
     seed, user_key, dataset, store, identity
         Who the users are, the secret and the per-user ledger (see :class:`ReportOnce`).  A
         node's own mask bit enters its report key; split masks are not part of a graph's
@@ -43,37 +49,36 @@ class RRLabels(ReportOnce):
                  identity: str = IDENTITY_DEFAULT):
         check_eps("eps", eps)
         if num_classes is not None:
-            check_int("num_classes", num_classes, 1, 1 << 31)
-        if not isinstance(mask, (str, torch.Tensor)):
-            raise TypeError(f"mask: expected 'train_val', 'train', 'all', an attribute name or a bool "
-                            f"tensor, got {type(mask).__name__}")
-        if isinstance(mask, torch.Tensor) and (mask.dtype != torch.bool or mask.dim() != 1):
-            raise TypeError(f"mask: a tensor mask must be a 1-D bool tensor, got {mask.dtype} of shape "
-                            f"{tuple(mask.shape)}")
+            check_int("num_classes", num_classes, 1, MAX_DOMAIN)
+        if isinstance(mask, torch.Tensor):
+            # dtype, rank, negative or repeated ids now; the length against data.y in forward
+            check_mask("mask", mask, None)
+        elif not isinstance(mask, str) or not mask:
+            got = repr(mask) if isinstance(mask, str) else type(mask).__name__
+            raise TypeError(f"mask: expected 'train_val', 'train', 'all', an attribute name, a bool mask or "
+                            f"a tensor of node ids, got {got}")
         self.eps, self.mask, self.num_classes = eps, mask, num_classes
-        self.backend = backend
+        self.backend = check_backend(backend)
         self._init_report_once(seed, identity, user_key, dataset, store)
 
-    def _mask(self, data, n):
-        mk = self.mask
+    def _mask(self, data, n: int) -> torch.Tensor:
+        """The (n,) bool mask of the reporting nodes; each mask read from ``data`` is checked
+        under its own name (a wrong-length ``data.train_mask`` says so)."""
+        mk, dev = self.mask, data.y.device
         if isinstance(mk, torch.Tensor):
-            return mk
+            return check_mask("mask", mk, n)
         if mk == "all":
-            return torch.ones(n, dtype=torch.bool, device=data.y.device)
+            return torch.ones(n, dtype=torch.bool, device=dev)
         if mk == "train_val":
             tr, va = getattr(data, "train_mask", None), getattr(data, "val_mask", None)
             if tr is None or va is None:
-                return torch.ones(n, dtype=torch.bool, device=data.y.device)
-            return tr | va
-        if mk == "train":
-            mk = "train_mask"
-        if isinstance(mk, str):
-            t = getattr(data, mk, None)
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"mask: data has no bool tensor attribute {mk!r}")
-            return t
-        raise TypeError(f"mask: expected 'train_val', 'train', 'all', an attribute name or a bool "
-                        f"tensor, got {type(mk).__name__}")
+                return torch.ones(n, dtype=torch.bool, device=dev)
+            return check_mask("data.train_mask", tr, n) | check_mask("data.val_mask", va, n)
+        name = "train_mask" if mk == "train" else mk
+        t = getattr(data, name, None)
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"mask: data has no tensor attribute {name!r} (a bool mask or node ids)")
+        return check_mask(f"data.{name}", t, n)
 
     def forward(self, data):
         y = getattr(data, "y", None)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ... import _backend
+from ..._checks import check_mask
 from ...graph import CSR, INT32_MAX, _is_sparse_tensor_like, csr_of, to_csr
 from ...privacy.budget import Spent
 from ...rng import Stream, epsilon_to_rational
@@ -338,7 +339,10 @@ def _num_public(pub) -> int:
 
 def _public_for(public, n: int, csr: CSR, dev: str):
     """``public`` checked for a graph on ``dev``: a uint8 tensor (or None) on the device, a
-    uint8 array (empty for none) on the CPU.  Mixed devices name both."""
+    uint8 array (empty for none) on the CPU.  Mixed devices name both.  A tensor of node ids
+    (PyG holds node sets either way) is first made the bool mask."""
+    if isinstance(public, torch.Tensor) and public.dtype != torch.bool:
+        public = check_mask("public", public, n)
     if dev == "cuda":
         return _check_public_dev(public, n, csr)
     if isinstance(public, torch.Tensor) and public.device != csr.rowptr.device:

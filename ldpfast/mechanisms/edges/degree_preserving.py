@@ -101,7 +101,7 @@ def dprr(
         ``dataset`` name and every parameter below (two settings never share bits).
     eps1 : float, optional
         Budget of the noisy degree.  Default: paper eq. (8).  ``eps2 = eps - eps1`` always.
-    public : bool tensor of shape (n,), optional
+    public : bool tensor of shape (n,) or tensor of node ids, optional
         Non-private users (customized setting, section IV-A): their lists are sent
         unchanged and they spend nothing; the guarantee covers the private users.
     n_max : int, optional
