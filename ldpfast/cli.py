@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+#: The methods ``ldpfast reproduce`` runs (one per paper).
 REPRODUCIBLE = ("rgnn", "lpgnn", "dprr", "heterpoisson")
 
 
@@ -49,6 +50,7 @@ def _versions() -> dict:
 
 
 def cmd_info(args) -> int:
+    """``ldpfast info``: live backends, threads, versions and where datasets are searched."""
     import ldpfast
     from ldpfast import _backend
     from ldpfast._paths import cache_dir
@@ -89,6 +91,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    """``ldpfast demo``: the Cora demo (private features and labels, GraphSAGE); ``--quick`` for a short run."""
     from ldpfast.demo import run_demo
 
     report = run_demo(eps_x=args.eps_x, eps_y=args.eps_y, epochs=args.epochs, seed=args.seed,
@@ -112,6 +115,7 @@ def _bench_dir(explicit: str | None) -> Path:
 
 
 def cmd_bench(args, rest) -> int:
+    """``ldpfast bench NAME [args]``: run ``benchmarks/bench_NAME.py`` of the checkout with its own arguments."""
     bdir = _bench_dir(args.dir)
     names = sorted(p.stem[len("bench_"):] for p in bdir.glob("bench_*.py"))
     if args.list or not args.name:
@@ -130,6 +134,7 @@ def cmd_bench(args, rest) -> int:
 
 
 def cmd_reproduce(args, rest) -> int:
+    """``ldpfast reproduce METHOD [args]``: a paper's grid (``ldpfast.reproduce.<METHOD>.reproduce_main``)."""
     import importlib
 
     try:
@@ -156,6 +161,7 @@ def _randomize_seed(args) -> int | None:
 
 
 def cmd_randomize(args) -> int:
+    """``ldpfast randomize IN OUT``: sharded randomisation on Dask (:func:`ldpfast.distributed.shards.randomize`)."""
     from ldpfast.distributed.shards import randomize
 
     edges = features = labels = None
@@ -226,6 +232,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ldpfast`` argument parser (subcommands info, demo, bench, randomize, reproduce)."""
     p = argparse.ArgumentParser(prog="ldpfast", description=plain_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=_version())
@@ -312,6 +319,7 @@ def _line_buffered() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ldpfast`` command; returns the exit status."""
     _line_buffered()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -60,6 +60,7 @@ from . import graph as _graph
 from ._checks import check_int, check_mask
 from .graph import CSR
 
+#: The aggregations of :func:`propagate` (``"sum"`` is accepted as ``"add"``).
 AGGRS = ("mean", "add", "gcn")
 #: Other names accepted for an aggregation (PyG spells the sum "sum" as well as "add").
 AGGR_ALIASES = {"sum": "add"}

@@ -211,7 +211,7 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
     lr, model, hidden, num_layers
         As in :func:`ldpfast.methods.heterpoisson.fit` (``model`` in gcn / sage / gin).
     train_nodes : bool mask or tensor of node ids, optional
-        Candidate central nodes (default: all).
+        Candidate central nodes (default: every node with a label; PyG's -1 marks one without).
     induced, degree_model, degree_bound, backend
         As in :class:`ldpfast.sampling.HeterPoisson`.
     seed : int, optional
@@ -242,6 +242,8 @@ def train(data, *, q_b: float, M: float, T: int, sigma: float | None = None, eps
     C = check_eps("max_grad_norm", max_grad_norm)
     check_eps("lr", lr)
     n = int(data.num_nodes)
+    if train_nodes is None and bool((data.y < 0).any()):  # an unlabelled node cannot be a training example
+        train_nodes = data.y >= 0
     acc = HeterPoissonAccountant(q_b, M, n, degree_model=degree_model, degree_bound=degree_bound)
     if delta is not None:
         delta = check_prob("delta", delta, open_low=True, open_high=True)

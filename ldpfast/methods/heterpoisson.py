@@ -188,14 +188,21 @@ class HeterPoissonReport:
 
 
 # ----------------------------------------------------------------------------- helpers
-def split_nodes(n: int, seed: int, train_frac: float = 0.8) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random train/test bool masks (section 5: 80% / 20%)."""
+def split_nodes(n: int, seed: int, train_frac: float = 0.8,
+                labelled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random train/test bool masks (section 5: 80% / 20%) over the ``labelled`` nodes (bool
+    mask; default all): PyG's -1 marks a node without a label, which is in neither split (it
+    still takes part in sub-graphs as a neighbour).  With every node labelled the split is the
+    same as before."""
     g = torch.Generator().manual_seed(int(seed) & ((1 << 63) - 1))
-    perm = torch.randperm(n, generator=g)
-    k = round(train_frac * n)
+    idx = torch.arange(n) if labelled is None or bool(labelled.all()) else torch.nonzero(labelled.cpu())[:, 0]
+    perm = idx[torch.randperm(idx.numel(), generator=g)]
+    k = round(train_frac * idx.numel())
     tr = torch.zeros(n, dtype=torch.bool)
     tr[perm[:k]] = True
-    return tr, ~tr
+    te = torch.zeros(n, dtype=torch.bool)
+    te[perm[k:]] = True
+    return tr, te
 
 
 def _induced(data, mask: torch.Tensor):
@@ -367,7 +374,9 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
 
     t0 = time.perf_counter()
     # drawn on the CPU (same split on every device), then moved
-    train_mask, test_mask = (t.to(dev) for t in split_nodes(n, seed, train_frac))
+    lab = data.y >= 0  # -1: no label (PyG); only a node with one is in a split
+    labelled = None if bool(lab.all()) else lab.cpu()
+    train_mask, test_mask = (t.to(dev) for t in split_nodes(n, seed, train_frac, labelled=labelled))
     n_train = int(train_mask.sum())
     if setting == "transductive":
         g_train, train_nodes = data, train_mask

@@ -74,6 +74,7 @@ NODES_PRIVACY_MODEL = ("node-level DP, one example per training node (its featur
                        "edge): the Poisson-subsampled Gaussian mechanism, also when the structure is private")
 """The neighbouring relation of ``sampling="nodes"``."""
 
+#: Tag of the sampler's seed (``seed ^ SAMPLER_TAG``); see :data:`NOISE_TAG`.
 SAMPLER_TAG = 0xBA7C4
 NOISE_TAG = 0x5EED
 """The sampler's and the noise's seeds are ``seed ^ SAMPLER_TAG`` and ``seed ^ NOISE_TAG``
