@@ -229,7 +229,7 @@ def test_heterpoisson_fit_splits_the_labelled_nodes_only():
     lab = d.y >= 0
     tr, te = split_nodes(d.num_nodes, 3, labelled=lab)
     assert not (tr | te)[~lab].any() and int((tr | te).sum()) == int(lab.sum())
-    all_tr, all_te = split_nodes(60, 3)  # every node labelled: the split as before
+    all_tr, _ = split_nodes(60, 3)  # every node labelled: the split as before
     assert torch.equal(split_nodes(60, 3, labelled=torch.ones(60, dtype=torch.bool))[0], all_tr)
     r = heterpoisson.fit(d, 8.0, M=2, expected_batch_size=16, epochs=1, hidden=8, seed=0)  # refused -1 before
     assert 0.0 <= r.accuracy <= 1.0
