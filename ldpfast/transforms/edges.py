@@ -323,6 +323,26 @@ def _apply(data, res, name: str):
     return out
 
 
+#: The "Output (PyG terms)" section shared by the DPRR and RREdges docstrings.
+_OUTPUT_DOC = """Output (PyG terms)
+    ------------------
+    With ``symmetrize="none"`` (default) the output graph is *directed*: ``edge_index`` holds
+    ``(j, i)`` for every ``j`` in user ``i``'s noisy list, so with PyG's default
+    ``flow="source_to_target"`` node ``i`` aggregates over its own list, and
+    ``is_undirected()`` is in general False (do not apply ``T.ToUndirected`` unless you mean
+    the ``"or"`` rule).  ``adj_t`` row ``i`` and ``csr`` follow the same convention.  With
+    ``"or"``, ``"and"``, ``"lower"`` or ``"upper"`` the output is undirected (both directions
+    listed).  Per-edge attributes (``edge_attr``, ``edge_weight``) are dropped, with a
+    warning.  A :class:`NoisyGraphWarning` says when the output is expected to hold more false
+    edges than true edges kept, and for which budget that stops (:func:`expected_edges`)."""
+
+
+def _output_doc(cls):
+    cls.__doc__ = cls.__doc__.replace("{output}", _OUTPUT_DOC)
+    return cls
+
+
+@_output_doc
 class DPRR(ReportOnce):
     """Degree-Preserving Randomized Response on the edges (paper Algorithm 1).
 
@@ -344,17 +364,7 @@ class DPRR(ReportOnce):
         :class:`ldpfast.transforms.ReportOnce`).  With ``user_key`` each bit is addressed by the
         two users' keys (dense int keys: :mod:`ldpfast.mechanisms.edges._keyed`; CPU only).
 
-    Output (PyG terms)
-    ------------------
-    With ``symmetrize="none"`` (default) the output graph is *directed*: ``edge_index`` holds
-    ``(j, i)`` for every ``j`` in user ``i``'s noisy list, so with PyG's default
-    ``flow="source_to_target"`` node ``i`` aggregates over its own list, and
-    ``is_undirected()`` is in general False (do not apply ``T.ToUndirected`` unless you mean
-    the ``"or"`` rule).  ``adj_t`` row ``i`` and ``csr`` follow the same convention.  With
-    ``"or"``, ``"and"``, ``"lower"`` or ``"upper"`` the output is undirected (both directions
-    listed).  Per-edge attributes (``edge_attr``, ``edge_weight``) are dropped, with a
-    warning.  A :class:`NoisyGraphWarning` says when the output is expected to hold more false
-    edges than true edges kept, and for which budget that stops (:func:`expected_edges`).
+    {output}
     """
 
     def __init__(self, eps: float, seed: int | None = None, eps1: float | None = None, public=None,
@@ -382,23 +392,14 @@ class DPRR(ReportOnce):
         return f"DPRR(eps={self.eps}, eps1={self.eps1}, symmetrize={self.symmetrize!r})"
 
 
+@_output_doc
 class RREdges(ReportOnce):
     """Warner's randomized response on every neighbour-list bit (paper section V-A), eps-edge LDP.
 
     Refuses graphs whose expected output exceeds ``max_output_edges`` (RR is dense);
     see :func:`ldpfast.mechanisms.edges.rr_edges`.  ``public`` as in :class:`DPRR`.
 
-    Output (PyG terms)
-    ------------------
-    With ``symmetrize="none"`` (default) the output graph is *directed*: ``edge_index`` holds
-    ``(j, i)`` for every ``j`` in user ``i``'s noisy list, so with PyG's default
-    ``flow="source_to_target"`` node ``i`` aggregates over its own list, and
-    ``is_undirected()`` is in general False (do not apply ``T.ToUndirected`` unless you mean
-    the ``"or"`` rule).  ``adj_t`` row ``i`` and ``csr`` follow the same convention.  With
-    ``"or"``, ``"and"``, ``"lower"`` or ``"upper"`` the output is undirected (both directions
-    listed).  Per-edge attributes (``edge_attr``, ``edge_weight``) are dropped, with a
-    warning.  A :class:`NoisyGraphWarning` says when the output is expected to hold more false
-    edges than true edges kept, and for which budget that stops (:func:`expected_edges`).
+    {output}
     """
 
     def __init__(self, eps: float, seed: int | None = None, max_output_edges: int = 50_000_000, public=None,
