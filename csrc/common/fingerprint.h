@@ -94,29 +94,41 @@ LDP_HD void nh_block_tail(const uint8_t* p, int64_t nbytes, int64_t b, const uin
 }
 
 #if defined(__CUDACC__)
-// The NH sums of blocks g*32 .. g*32+31 of a string (nb blocks), a warp reading each block at
-// once (lane l loads word pair 2l, 2l+1: coalesced) and summing across the warp; lane t keeps
-// block g*32+t's sums in (my0, my1).  Words below nwfull are read whole from w (4-byte aligned),
-// the others byte by byte.  Shared by the CUDA launchers fingerprint.cu and userkey.cu.
-__device__ __forceinline__ void warp_nh_group(const uint8_t* p, int64_t nbytes, const uint32_t* w, int64_t nwfull,
-                                              int64_t g, int64_t nb, const uint32_t* K, int lane, uint64_t& my0,
-                                              uint64_t& my1) {
-    my0 = 0;
-    my1 = 0;
-    for (int t = 0; t < 32 && g * 32 + t < nb; ++t) {
-        const int64_t j = (g * 32 + t) * BLOCK_WORDS + 2 * lane;
-        const uint32_t m0 = j < nwfull ? w[j] : word_tail(p, nbytes, j);
-        const uint32_t m1 = j + 1 < nwfull ? w[j + 1] : word_tail(p, nbytes, j + 1);
-        uint64_t y0 = 0, y1 = 0;
-        nh_pair(m0, m1, K, 2 * lane, y0, y1);
-        for (int o = 16; o > 0; o >>= 1) {
-            y0 += __shfl_xor_sync(0xffffffffu, y0, o);
-            y1 += __shfl_xor_sync(0xffffffffu, y1, o);
+// The fingerprint sums (S0, S1) of the groups g0, g0 + gstep, ... of 32 blocks of a string (nb
+// blocks), computed by one warp and returned in every lane.  Per block, lane l loads word pair
+// 2l, 2l+1 (the warp reads the block at once: coalesced) and the NH sums are added across the
+// warp; lane t keeps block g*32+t's and computes its PRF term, so the Philox calls run on all
+// lanes.  Words below nwfull are read whole from w (4-byte aligned), the others byte by byte.
+// Shared by the CUDA launchers fingerprint.cu (a grid of warps over one string) and
+// userkey.cu (a warp per row).
+__device__ __forceinline__ void warp_digest(const uint8_t* p, int64_t nbytes, const uint32_t* w, int64_t nwfull,
+                                            int64_t g0, int64_t gstep, int64_t nb, const uint32_t* K,
+                                            uint64_t k_pad, uint64_t k_prf, int lane, uint64_t& s0, uint64_t& s1) {
+    s0 = 0;
+    s1 = 0;
+    for (int64_t g = g0; g * 32 < nb; g += gstep) {  // warp-uniform loop
+        uint64_t my0 = 0, my1 = 0;
+        for (int t = 0; t < 32 && g * 32 + t < nb; ++t) {
+            const int64_t j = (g * 32 + t) * BLOCK_WORDS + 2 * lane;
+            const uint32_t m0 = j < nwfull ? w[j] : word_tail(p, nbytes, j);
+            const uint32_t m1 = j + 1 < nwfull ? w[j + 1] : word_tail(p, nbytes, j + 1);
+            uint64_t y0 = 0, y1 = 0;
+            nh_pair(m0, m1, K, 2 * lane, y0, y1);
+            for (int o = 16; o > 0; o >>= 1) {
+                y0 += __shfl_xor_sync(0xffffffffu, y0, o);
+                y1 += __shfl_xor_sync(0xffffffffu, y1, o);
+            }
+            if (lane == t) {
+                my0 = y0;
+                my1 = y1;
+            }
         }
-        if (lane == t) {
-            my0 = y0;
-            my1 = y1;
-        }
+        const int64_t b = g * 32 + lane;
+        if (b < nb) block_term(my0, my1, (uint64_t)b, k_pad, k_prf, s0, s1);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
     }
 }
 #endif

@@ -24,17 +24,8 @@ extern "C" __global__ void fingerprint_u8(const uint8_t* data, int64_t nbytes, u
     const int lane = threadIdx.x & 31;
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    uint64_t s0 = 0, s1 = 0;
-    for (int64_t g = warp; g * 32 < nb; g += nwarps) {  // warp-uniform loop
-        uint64_t my0, my1;
-        warp_nh_group(data, nbytes, w, nwfull, g, nb, K, lane, my0, my1);
-        const int64_t b = g * 32 + lane;
-        if (b < nb) block_term(my0, my1, (uint64_t)b, k_pad, k_prf, s0, s1);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-    }
+    uint64_t s0, s1;
+    warp_digest(data, nbytes, w, nwfull, warp, nwarps, nb, K, k_pad, k_prf, lane, s0, s1);
     if (lane == 0 && (s0 | s1)) {
         atomicAdd(out, (unsigned long long)s0);
         atomicAdd(out + 1, (unsigned long long)s1);

@@ -3,7 +3,7 @@
 // csrc/cpu/userkey.cpp).  Geometry (ldpfast/_cuda/userkey.py):
 // * row_digests: a warp per row.  For each 256-byte block of the row every lane reads one word
 //   pair (the warp reads the block at once, coalesced) and the NH sums are added across the
-//   warp (fp::warp_nh_group, shared with fingerprint.cu); lane t keeps block t's sums of each
+//   warp (fp::warp_digest, shared with fingerprint.cu); lane t keeps block t's sums of each
 //   group of 32 blocks and computes its PRF term, so the Philox calls run on all lanes.  The lane sums are added across the warp at the end
 //   (mod 2^64, order-free: the C++ launcher's sums).  NH keys once per thread block, in shared
 //   memory.
@@ -31,17 +31,8 @@ extern "C" __global__ void row_digests(const uint8_t* rows, int64_t n, int64_t n
     const uint32_t* w = (const uint32_t*)p;
     const int64_t nwfull = aligned ? nbytes / 4 : 0;
     const int64_t nb = (nbytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    uint64_t s0 = 0, s1 = 0;
-    for (int64_t g = 0; g * 32 < nb; ++g) {
-        uint64_t my0, my1;
-        warp_nh_group(p, nbytes, w, nwfull, g, nb, K, lane, my0, my1);
-        const int64_t b = g * 32 + lane;
-        if (b < nb) block_term(my0, my1, (uint64_t)b, k_pad, k_prf, s0, s1);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-    }
+    uint64_t s0, s1;
+    warp_digest(p, nbytes, w, nwfull, 0, 1, nb, K, k_pad, k_prf, lane, s0, s1);
     if (lane == 0) {
         out[2 * i] = s0;
         out[2 * i + 1] = s1;

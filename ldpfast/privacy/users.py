@@ -139,6 +139,16 @@ def context(secret: int, domain: str, mechanism: str, params: dict, graph: bytes
     return ReportContext(keys, mechanism, params, domain)
 
 
+def _key_attr(data, user_key: str) -> torch.Tensor:
+    """The node attribute ``user_key`` of ``data``, which must be a tensor (checked as keys later)."""
+    v = getattr(data, user_key, None)
+    if v is None:
+        raise ValueError(f"user_key: the Data has no attribute {user_key!r} (one int64 key per node)")
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"user_key: data.{user_key} must be a tensor of int64 keys, got {type(v).__name__}")
+    return v
+
+
 def user_keys_of(data, user_key: str | None, n: int, device, row_offset: int = 0) -> torch.Tensor:
     """The int64 user keys of a graph's ``n`` nodes on ``device``.
 
@@ -147,12 +157,7 @@ def user_keys_of(data, user_key: str | None, n: int, device, row_offset: int = 0
     (checked on its device; one host read)."""
     if user_key is None:
         return torch.arange(row_offset, row_offset + n, dtype=torch.int64, device=device)
-    v = getattr(data, user_key, None)
-    if v is None:
-        raise ValueError(f"user_key: the Data has no attribute {user_key!r} (one int64 key per node)")
-    if not isinstance(v, torch.Tensor):
-        raise TypeError(f"user_key: data.{user_key} must be a tensor of int64 keys, got {type(v).__name__}")
-    return _checked_keys(v, n, device, f"data.{user_key}")
+    return _checked_keys(_key_attr(data, user_key), n, device, f"data.{user_key}")
 
 
 def _kernels(*ts):
@@ -198,11 +203,8 @@ def report_keys(ctx: ReportContext, keys: torch.Tensor, rows: torch.Tensor | Non
         if rows.shape[0] != n:
             raise ValueError(f"rows: expected {n} rows (one per user), got {rows.shape[0]}")
         r = rows.detach().contiguous()
-        if r.dtype == torch.bool:
-            r = r.view(torch.uint8)
         b = r.view(torch.uint8).reshape(n, -1) if r.numel() else torch.zeros((n, 0), dtype=torch.uint8,
                                                                               device=r.device)
-        b = b.contiguous()
         digests = torch.empty((n, 2), dtype=torch.int64, device=keys.device)
         K, cuda = _kernels(keys, rows)
         if cuda:
@@ -244,8 +246,8 @@ def _checked_keys(user_keys, n: int, device, name: str = "user_keys") -> torch.T
     keys = user_keys.to(torch.int64).contiguous()
     if n:
         s = torch.sort(keys).values
-        dup = (s[1:] == s[:-1]) if n > 1 else torch.zeros(0, dtype=torch.bool, device=s.device)
-        neg, anydup = torch.stack([s[0] < 0, dup.any() if n > 1 else s[0] != s[0]]).tolist()  # one host read
+        dup = s[1:] == s[:-1]
+        neg, anydup = torch.stack([s[0] < 0, dup.any()]).tolist()  # one host read
         if neg:
             raise ValueError(f"{name}: holds negative keys (smallest {int(s[0])}); user keys must lie in [0, 2^63)")
         if anydup:
@@ -268,6 +270,8 @@ class Keying:
         ``row_offset + i`` (one release of this graph; see the module docstring).
     row_offset : int
         Key of the first row when ``user_keys`` is None.
+    keys_name : str
+        What errors call the user keys (e.g. ``"data.user_id"``).
     graph : bytes
         The graph's identity, mixed into the derivation when rows are the users (so two
         graphs never share bits); empty with user keys.
@@ -281,23 +285,27 @@ class Keying:
     """
 
     def __init__(self, secret=None, *, domain: str = DEFAULT_DOMAIN, user_keys=None, row_offset: int = 0,
-                 graph: bytes = b"", ids: bool = False):
+                 keys_name: str = "user_keys", graph: bytes = b"", ids: bool = False):
         self.secret = resolve_seed(secret)
         self.domain = check_domain(domain)
         if isinstance(row_offset, bool) or not isinstance(row_offset, numbers.Integral) or not (
                 0 <= int(row_offset) < 2**62):
             raise ValueError(f"row_offset: expected an int in [0, 2^62), got {row_offset!r}")
         self.user_keys, self.row_offset, self.graph, self.ids = user_keys, int(row_offset), bytes(graph), ids
+        self.keys_name = keys_name
         self.last = self.last_seeds = None
+        self._checked = None  # the user keys once checked (a sort and a host read): once per Keying
 
     def __repr__(self) -> str:  # never the secret
         return f"Keying(domain={self.domain!r}, user_keys={'rows' if self.user_keys is None else 'given'})"
 
     def keys(self, n: int, device) -> torch.Tensor:
-        """The ``n`` user keys as an int64 tensor on ``device``."""
+        """The ``n`` user keys as an int64 tensor on ``device`` (given keys are checked once)."""
         if self.user_keys is None:
             return torch.arange(self.row_offset, self.row_offset + n, dtype=torch.int64, device=device)
-        return _checked_keys(self.user_keys, n, device)
+        if self._checked is None or self._checked.shape[0] != n:
+            self._checked = _checked_keys(self.user_keys, n, device, self.keys_name)
+        return self._checked
 
     def context(self, mechanism: str, params: dict) -> ReportContext:
         return context(self.secret, self.domain, mechanism, params, self.graph)

@@ -17,7 +17,7 @@ from torch_geometric.transforms import BaseTransform
 from ..privacy.budget import Ledger, Spent
 from ..privacy.report_once import check_identity, graph_identity, whole_graph
 from ..privacy.store import ReportStore
-from ..privacy.users import DEFAULT_DOMAIN, Keying, check_domain, check_user_key, user_keys_of
+from ..privacy.users import DEFAULT_DOMAIN, Keying, _key_attr, check_domain, check_user_key
 from ..rng import resolve_seed
 
 __all__ = ["ReportOnce"]
@@ -80,8 +80,10 @@ class ReportOnce(BaseTransform):
         """The Keying of one application to ``data`` (``n`` users on ``device``)."""
         whole_graph(data, type(self).__name__)
         if self.user_key is not None:
-            keys = user_keys_of(data, self.user_key, n, device)
-            return Keying(self._seed, domain=self.dataset, user_keys=keys, ids=self.store is not None)
+            keying = Keying(self._seed, domain=self.dataset, user_keys=_key_attr(data, self.user_key),
+                            keys_name=f"data.{self.user_key}", ids=self.store is not None)
+            keying.keys(n, device)  # checked now, before any work (the check is kept for the mechanism)
+            return keying
         ident = graph_identity(self._seed, data, self.identity, getattr(self, "backend", None))
         self._note_graph(ident)
         return Keying(self._seed, domain=self.dataset, graph=ident)
