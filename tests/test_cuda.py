@@ -15,6 +15,7 @@ the edge mechanisms (dprr, rr_edges, local_laplace, every server rule) and infer
 sub-graphs equal the C++ results bit for bit.  None of these GPU tests has run yet.
 """
 import ctypes
+import re
 import shutil
 import subprocess
 import sys
@@ -37,10 +38,16 @@ ARCHS = ("sm_80", "sm_90")
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("cu", CU_FILES, ids=lambda p: p.name)
 def test_cu_file_compiles_with_nvcc(cu, arch, tmp_path):
-    r = subprocess.run([NVCC, "-c", "-std=c++17", "--fmad=false", f"-arch={arch}", f"-I{CSRC}",
+    r = subprocess.run([NVCC, "-c", "-std=c++17", "--fmad=false", f"-arch={arch}", f"-I{CSRC}", "-Xptxas", "-v",
                         str(cu), "-o", str(tmp_path / "k.o")], capture_output=True, text=True,
                        timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
+    # No kernel keeps anything in local memory: a generator or Philox block indexed at run time
+    # lands there, and the kernel then waits on L1 instead of DRAM (the 2026-11-27 profile).
+    frames = re.findall(r"Function properties for (\w+)\s+(\d+) bytes stack frame, (\d+) bytes spill stores",
+                        r.stdout + r.stderr)
+    assert frames, (r.stdout + r.stderr)[-2000:]
+    assert [f for f in frames if f[1] != "0" or f[2] != "0"] == []
 
 
 def test_there_are_cuda_sources():

@@ -335,7 +335,7 @@ LDP_HD void onebit_block(const F* xr, int8_t* o, int64_t d, int64_t q, double al
     const u32x4 w = cell_block(seed, STREAM_ONEBIT, i, sub, (uint32_t)q);
     const int64_t j0 = 4 * q;
     const int e = d - j0 < 4 ? (int)(d - j0) : 4;
-    for (int t = 0; t < e; ++t) o[j0 + t] = onebit_bit(to_f64(xr[j0 + t]), w.v[t], alpha, beta, T_lo, span);
+    for (int t = 0; t < e; ++t) o[j0 + t] = onebit_bit(to_f64(xr[j0 + t]), pick4(w, t), alpha, beta, T_lo, span);
 }
 
 // Row i of the multi-bit encoder: m < d samples m columns with Floyd and encodes each as it

@@ -29,6 +29,10 @@ struct u32x4 {
     uint32_t v[4];
 };
 
+// v[t] through constant indices only (t in [0, 4)): a dynamic index into a u32x4 puts it in
+// CUDA local memory.
+LDP_HD uint32_t pick4(const u32x4& w, int t) { return t == 0 ? w.v[0] : t == 1 ? w.v[1] : t == 2 ? w.v[2] : w.v[3]; }
+
 LDP_HD void mulhilo32(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
     uint64_t p = (uint64_t)a * (uint64_t)b;
     hi = (uint32_t)(p >> 32);

@@ -94,7 +94,11 @@ struct GeomParams {
     // Squeeze (speed only, never the output): for x in bucket j = x >> shift,
     // klo[j] <= floor(256 det_exp_neg(lam x)) <= khi[j] (clamped to 255).
     int shift;
-    unsigned char klo[16], khi[16];  // (no uint8_t under NVRTC)
+    // 16 bytes each, byte j for bucket j, packed in two words (read with constant indices
+    // only: a byte array indexed by j would put GeomParams in CUDA local memory).
+    uint64_t klo_w[2], khi_w[2];
+    LDP_HD unsigned klo(int j) const { return (unsigned)(((j < 8 ? klo_w[0] : klo_w[1]) >> (8 * (j & 7))) & 0xFFu); }
+    LDP_HD unsigned khi(int j) const { return (unsigned)(((j < 8 ? khi_w[0] : khi_w[1]) >> (8 * (j & 7))) & 0xFFu); }
 };
 
 LDP_HD GeomParams geom_params(double p) {
@@ -125,11 +129,19 @@ LDP_HD GeomParams geom_params(double p) {
     P.shift = P.B > 4 ? P.B - 4 : 0;
     const double e1 = det_exp_neg(P.lam * (double)((uint64_t)1 << P.shift));
     double a = 1.0;
+    P.klo_w[0] = P.klo_w[1] = P.khi_w[0] = P.khi_w[1] = 0;
     for (int j = 0; j < 16; ++j) {
         const double hi = a + 5.684341886080802e-14, lo = a * e1 - 5.684341886080802e-14;  // 2^-44
         const double khi = hi * 256.0, klo = lo * 256.0;
-        P.khi[j] = (unsigned char)(khi >= 255.0 ? 255u : (unsigned)khi);
-        P.klo[j] = (unsigned char)(klo > 0.0 ? (klo >= 255.0 ? 255u : (unsigned)klo) : 0u);
+        const uint64_t bh = khi >= 255.0 ? 255u : (unsigned)khi;
+        const uint64_t bl = klo > 0.0 ? (klo >= 255.0 ? 255u : (unsigned)klo) : 0u;
+        if (j < 8) {
+            P.khi_w[0] |= bh << (8 * j);
+            P.klo_w[0] |= bl << (8 * j);
+        } else {
+            P.khi_w[1] |= bh << (8 * (j - 8));
+            P.klo_w[1] |= bl << (8 * (j - 8));
+        }
         a = a * e1;
     }
     return P;
@@ -184,9 +196,9 @@ LDP_HD int64_t geom_draw(G& g, const GeomParams& P) {
         }
         const int j = (int)(x >> P.shift);  // < 16
         bool acc;
-        if (v < P.klo[j]) {
+        if (v < P.klo(j)) {
             acc = true;
-        } else if (v > P.khi[j]) {
+        } else if (v > P.khi(j)) {
             acc = false;
         } else {
             const double A = det_exp_neg(P.lam * (double)x) * 256.0;  // lam x in [0, ln2)
@@ -262,7 +274,11 @@ struct CellRng {
 
     LDP_HD uint32_t next_u32() {
         if (pos == len) refill();
-        return buf[pos++];
+        const int p = pos++;
+        // CUDA: constant indices only, so buf stays in registers (a dynamic index puts the whole
+        // generator in local memory: the mechanisms' 64-112-byte stack frames, L1-bound).
+        if (RNG_BATCH == 1) return p == 0 ? buf[0] : p == 1 ? buf[1] : p == 2 ? buf[2] : buf[3 % (4 * RNG_BATCH)];
+        return buf[p];
     }
 
     LDP_HD uint64_t next_u64() {
