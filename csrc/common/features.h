@@ -341,6 +341,12 @@ LDP_HD void onebit_block(const F* xr, int8_t* o, int64_t d, int64_t q, double al
 // Row i of the multi-bit encoder: m < d samples m columns with Floyd and encodes each as it
 // is drawn (one word of (row, 1) per column, in Floyd's order); the output row itself marks
 // the chosen columns (0 = not chosen, +-1 = encoded).  m = d encodes every column in order.
+// multibit_pick is the m < d case on a row already zeroed (the CUDA launcher zeroes it with the
+// whole warp, then one lane picks).
+template <class G, class F>
+LDP_HD void multibit_pick(const F* xr, int8_t* o, int64_t d, int64_t m, double alpha, double beta, uint64_t T_lo,
+                          double span, uint64_t seed, uint64_t i);
+
 template <class G, class F>
 LDP_HD void multibit_row(const F* xr, int8_t* o, int64_t d, int64_t m, double alpha, double beta, uint64_t T_lo,
                          double span, uint64_t seed, uint64_t i) {
@@ -349,6 +355,12 @@ LDP_HD void multibit_row(const F* xr, int8_t* o, int64_t d, int64_t m, double al
         return;
     }
     for (int64_t j = 0; j < d; ++j) o[j] = 0;
+    multibit_pick<G>(xr, o, d, m, alpha, beta, T_lo, span, seed, i);
+}
+
+template <class G, class F>
+LDP_HD void multibit_pick(const F* xr, int8_t* o, int64_t d, int64_t m, double alpha, double beta, uint64_t T_lo,
+                          double span, uint64_t seed, uint64_t i) {
     G s(seed, STREAM_MULTIBIT_SELECT, i, 0, m);
     G g(seed, STREAM_ONEBIT, i, SUB_MULTIBIT, m);
     floyd(s, d, m, [&](int64_t t) { return o[t] != 0; },

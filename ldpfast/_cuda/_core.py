@@ -33,7 +33,7 @@ KERNELS = {
                     "fs_counts_f64_i64", "fs_estimate_index_f32", "fs_estimate_index_f64"),
     "sampling": ("heter_central", "heter_nodes_i32", "heter_nodes_i64", "heter_edges_i32",
                  "heter_edges_i64", "heter_infer_i32", "heter_infer_i64"),
-    "features": ("grr_i32", "grr_i64", "grr_fs_flags", "grr_fs_i32", "grr_fs_i64",
+    "features": ("grr_i32", "grr_i64", "grr_fs_i32", "grr_fs_i64",
                  "onebit_f32", "onebit_f64", "multibit_f32", "multibit_f64",
                  "rr_labels_i32", "rr_labels_i64", "check_categorical_i32",
                  "check_categorical_i64", "check_range_f32", "check_range_f64"),

@@ -58,26 +58,50 @@ def _cat_args(x, k, thresholds, out):
     return _on_device(k, np.int64, x), _on_device(T.view(np.int64), np.int64, x)
 
 
-def grr(x, k, thresholds, seeds, out) -> None:
-    kd, Td = _cat_args(x, k, thresholds, out)
-    n, d = x.shape
-    _launch("features", f"grr_{_suffix(x, 'x')}", n,
-            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
-             _seeds(seeds, x)), x.device)
+def _k_common(k: np.ndarray) -> int:
+    """The domain every column with k > 2 shares (their "other value" draws then go together,
+    csrc/cuda/features.cu other_draws), else 0."""
+    big = k[k > 2]
+    return int(big[0]) if big.size and (big == big[0]).all() else 0
 
 
-def grr_fs(x, k, thresholds, m, seeds, out) -> None:
+def _bad_flag(x):
+    """The fused check's output: one int64, all ones (no bad index) on entry."""
     import torch
 
+    return torch.full((1,), -1, dtype=torch.int64, device=x.device)
+
+
+def _first_bad(bad) -> int:
+    """The smallest bad flat index a mechanism kernel flagged, or -1 (the call's one host sync)."""
+    return int(bad.item())
+
+
+def grr(x, k, thresholds, seeds, out) -> int:
+    """GRR into ``out``; returns the first flat index of ``x`` outside its domain, or -1 (then
+    ``out`` holds the reports; otherwise discard it)."""
+    kd, Td = _cat_args(x, k, thresholds, out)
+    n, d = x.shape
+    bad = _bad_flag(x)
+    _launch("features", f"grr_{_suffix(x, 'x')}", n * 32,  # a warp per row
+            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
+             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), _seeds(seeds, x), _ptr(bad)),
+            x.device)
+    return _first_bad(bad)
+
+
+def grr_fs(x, k, thresholds, m, seeds, out) -> int:
+    """GRR-FS into ``out``; returns the first bad flat index or -1, as :func:`grr`."""
     kd, Td = _cat_args(x, k, thresholds, out)
     n, d = x.shape
     if not 1 <= m <= d:
         raise ValueError("m: expected an int in [1, d]")
-    flags = torch.empty(2, dtype=torch.int32, device=x.device)
-    _launch("features", "grr_fs_flags", 1, (_ptr(kd), np.int64(d), _ptr(flags)), x.device)
-    _launch("features", f"grr_fs_{_suffix(x, 'x')}", n,
+    bad = _bad_flag(x)
+    _launch("features", f"grr_fs_{_suffix(x, 'x')}", n * 32,  # a warp per row
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m),
-             _seeds(seeds, x), _ptr(flags)), x.device)
+             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), _seeds(seeds, x), _ptr(bad)),
+            x.device)
+    return _first_bad(bad)
 
 
 def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
@@ -97,29 +121,35 @@ def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
 _SUB_ONEBIT, _SUB_MULTIBIT = 0, 1  # csrc/common/features.h
 
 
-def _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, sub) -> None:
+def _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, sub) -> int:
     n, d = x.shape
+    bad = _bad_flag(x)
     _launch("features", f"onebit_{_suffix(x, 'x')}", n * ((d + 3) // 4),
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
-             np.uint64(t_lo), np.float64(span), _seeds(seeds, x), np.uint32(sub)), x.device)
+             np.uint64(t_lo), np.float64(span), _seeds(seeds, x), np.uint32(sub), _ptr(bad)), x.device)
+    return _first_bad(bad)
 
 
-def onebit(x, alpha, beta, t_lo, span, seeds, out) -> None:
+def onebit(x, alpha, beta, t_lo, span, seeds, out) -> int:
+    """1-bit encoding into ``out``; returns the first flat index of ``x`` that is NaN or
+    outside [alpha, beta], or -1 (then ``out`` holds the reports; otherwise discard it)."""
     _onebit_args(x, out, alpha, beta, t_lo, span)
-    _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_ONEBIT)
+    return _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_ONEBIT)
 
 
-def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out) -> None:
+def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out) -> int:
+    """Multi-bit encoding into ``out``; returns the first bad flat index or -1, as :func:`onebit`."""
     _onebit_args(x, out, alpha, beta, t_lo, span)
     n, d = x.shape
     if not 1 <= m <= d:
         raise ValueError("m: expected an int in [1, d]")
     if m == d:  # multibit_row's m = d case, one thread per Philox block instead of per row
-        _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_MULTIBIT)
-        return
-    _launch("features", f"multibit_{_suffix(x, 'x')}", n,
+        return _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_MULTIBIT)
+    bad = _bad_flag(x)
+    _launch("features", f"multibit_{_suffix(x, 'x')}", n * 32,  # a warp per row
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
-             np.float64(beta), np.uint64(t_lo), np.float64(span), _seeds(seeds, x)), x.device)
+             np.float64(beta), np.uint64(t_lo), np.float64(span), _seeds(seeds, x), _ptr(bad)), x.device)
+    return _first_bad(bad)
 
 
 def rr_labels(y, mask, num_classes, threshold, seeds, out) -> None:

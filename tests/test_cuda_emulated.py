@@ -1,0 +1,166 @@
+"""csrc/cuda kernels run on the host, through ldpfast._cuda's own launchers, against the C++ build.
+
+No GPU here: g++ compiles a .cu file with tests/cuda_emu.h, which runs every thread of a block as
+an OS thread, so warp shuffles, ballots and __syncwarp are real rendezvous of 32 lanes and
+shared memory is shared.  ``_core._launch`` is pointed at the compiled kernels, so the Python
+launchers' argument lists, thread counts and fused checks run as they do on a GPU.  What this
+does not check is the GPU itself (timing, the memory model, the device compiler's code): the
+``-m cuda`` tests in test_cuda.py do, on a GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ldpfast import _cuda
+from test_cuda import _case_id, _feature_cases, _run_case
+
+HERE = Path(__file__).resolve().parent
+CSRC = HERE.parent / "csrc"
+THREADS = 256  # ldpfast._cuda._core._THREADS
+_CTYPES = {"int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "uint32_t": ctypes.c_uint32,
+           "int": ctypes.c_int, "double": ctypes.c_double}
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+
+
+def _signatures(src: str) -> dict[str, list[str]]:
+    return {name: [" ".join(p.split()[:-1]).replace("const ", "").strip() for p in params.split(",")]
+            for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src, re.S)}
+
+
+def _build(module: str, tmp: Path):
+    """The emulated kernels of csrc/cuda/<module>.cu: {kernel: (function, parameter types)}."""
+    cu = CSRC / "cuda" / f"{module}.cu"
+    sigs = _signatures(cu.read_text())
+    wrappers = []
+    for name, types in sigs.items():
+        params = ", ".join(f"{t} a{i}" for i, t in enumerate(types))
+        call = ", ".join(f"a{i}" for i in range(len(types)))
+        wrappers.append(f'extern "C" void emu_{name}(int64_t blocks, {params}) '
+                        f'{{ emu_launch(blocks, {THREADS}, [=] {{ {name}({call}); }}); }}')
+    src = tmp / f"emu_{module}.cpp"
+    src.write_text(f'#include "{HERE / "cuda_emu.h"}"\n#include "{cu}"\n' + "\n".join(wrappers) + "\n")
+    lib = tmp / f"emu_{module}.so"
+    r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-pthread",
+                        f"-I{CSRC}", str(src), "-o", str(lib)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-4000:]
+    so = ctypes.CDLL(str(lib))
+    return {name: (getattr(so, f"emu_{name}"), types) for name, types in sigs.items()}
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """ldpfast._cuda with its launches run by the emulated features.cu on CPU tensors."""
+    kernels = _build("features", tmp_path_factory.mktemp("emu"))
+    launches = []
+
+    def launch(module, kernel, n_threads, args, device=None):
+        assert module == "features" and kernel in _cuda.KERNELS[module], kernel
+        fn, types = kernels[kernel]
+        assert len(args) == len(types), kernel
+        cargs = [ctypes.c_void_p(int(a)) if t.endswith("*") else _CTYPES[t](a.item())
+                 for a, t in zip(args, types)]
+        launches.append(kernel)
+        if n_threads > 0:
+            fn(ctypes.c_int64((n_threads + THREADS - 1) // THREADS), *cargs)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_cuda._core, "_launch", launch)
+    mp.setattr(_cuda._core, "_ptr", lambda t: np.uint64(t.data_ptr()))
+    yield launches
+    mp.undo()
+
+
+def test_emulated_feature_kernels_equal_cpp(emulated):
+    import ldpfast._C as C
+
+    bad = []
+    for name, args in _feature_cases():
+        want = _run_case(C, name, args)
+        got = _run_case(_cuda, name, args, torch.from_numpy, lambda t: t.numpy())
+        if name.startswith("check"):
+            ok = want == got
+        else:
+            ok = np.array_equal(want, got)
+        if not ok:
+            bad.append(_case_id(name, args))
+    assert bad == []
+    # the mechanisms ran as kernels of their own (no separate check, no one-thread launch)
+    assert {"grr_i32", "grr_fs_i64", "multibit_f32", "onebit_f64"} <= set(emulated)
+
+
+def _flags(K, name, x, *args):
+    out = np.empty(x.shape, np.int8 if name in ("onebit", "multibit_encode") else x.dtype)
+    return K.__dict__[name](torch.from_numpy(x), *args, torch.from_numpy(out))
+
+
+def test_emulated_fused_checks_flag_the_first_bad_index(emulated):
+    # The mechanisms' own pass reports what check_categorical / check_range report: the
+    # smallest bad flat index, wherever the bad values sit in the grid; -1 on good input.
+    import ldpfast._C as C
+
+    g = np.random.default_rng(3)
+    seeds = torch.from_numpy(g.integers(0, 2**63, 70, dtype=np.int64))
+    for n, d in ((70, 5), (70, 33), (9, 300)):
+        k = np.array([2, 3, 300, 1][: min(d, 4)] * d, np.int64)[:d]
+        T = np.full(d, 2**31, np.uint64)
+        x = (g.integers(0, 2**40, (n, d)) % k).astype(np.int64)
+        sd = seeds[:n].contiguous()
+        assert _flags(_cuda, "grr", x, k, T, sd) == -1
+        for m in (1, d):
+            assert _flags(_cuda, "grr_fs", x, k, T, m, sd) == -1
+        for where in ((n - 1, d - 1), (n // 2, 0), (0, d // 2)):
+            y = x.copy()
+            y[where] = k[where[1]]
+            y[-1, -1] = -1
+            want = C.check_categorical(y, k)
+            assert want >= 0
+            assert _flags(_cuda, "grr", y, k, T, sd) == want
+            for m in (1, max(1, d // 2), d):
+                assert _flags(_cuda, "grr_fs", y, k, T, m, sd) == want
+        xf = g.random((n, d))
+        for m in (1, d):
+            assert _flags(_cuda, "multibit_encode", xf, m, 0.0, 1.0, 10, 2.0**32 - 20, sd) == -1
+        for where in ((n - 1, d - 1), (n // 2, d // 2)):
+            yf = xf.copy()
+            yf[where] = np.nan
+            yf[-1, -1] = 1.5
+            want = C.check_range(yf, 0.0, 1.0)
+            assert _flags(_cuda, "onebit", yf, 0.0, 1.0, 10, 2.0**32 - 20, sd) == want
+            for m in (1, max(1, d // 2), d):
+                assert _flags(_cuda, "multibit_encode", yf, m, 0.0, 1.0, 10, 2.0**32 - 20, sd) == want
+
+
+def test_emulated_grr_long_rows_and_rejection_heavy_draws(emulated):
+    # Rows of several 128-column chunks, domains that reject most candidates (k - 1 just above
+    # a power of two), thresholds that keep nothing: the windowed bit stream is refilled many
+    # times per row, and the batched draws (one shared domain) meet the one-by-one draws.
+    import ldpfast._C as C
+
+    g = np.random.default_rng(11)
+    n = 6
+    seeds = g.integers(0, 2**63, n, dtype=np.int64)
+    for kk in (3, 4, 5, 130, 2**20 + 2, None):
+        d = 700
+        k = np.full(d, kk, np.int64) if kk else g.choice([2, 3, 5, 130, 2**20 + 2], d).astype(np.int64)
+        x = (g.integers(0, 2**40, (n, d)) % k).astype(np.int64)
+        for T in (np.zeros(d, np.uint64), g.integers(0, 2**32, d).astype(np.uint64)):
+            want = np.empty_like(x)
+            C.grr(x, k, T, seeds.view(np.uint64), want)
+            got = torch.empty(n, d, dtype=torch.int64)
+            assert _cuda.grr(torch.from_numpy(x), k, T, torch.from_numpy(seeds), got) == -1
+            assert np.array_equal(got.numpy(), want), (kk, int(T[0]))
+            for m in (1, 350, 699, 700):
+                want = np.empty_like(x)
+                C.grr_fs(x, k, T, m, seeds.view(np.uint64), want)
+                got = torch.empty(n, d, dtype=torch.int64)
+                assert _cuda.grr_fs(torch.from_numpy(x), k, T, m, torch.from_numpy(seeds), got) == -1
+                assert np.array_equal(got.numpy(), want), (kk, int(T[0]), m)
