@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_cuda import _case_id, _feature_cases, _run_case
 
 from ldpfast import _cuda
-from test_cuda import _case_id, _feature_cases, _run_case
 
 HERE = Path(__file__).resolve().parent
 CSRC = HERE.parent / "csrc"
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not ins
 
 def _signatures(src: str) -> dict[str, list[str]]:
     return {name: [" ".join(p.split()[:-1]).replace("const ", "").strip() for p in params.split(",")]
-            for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src, re.S)}
+            for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src, re.DOTALL)}
 
 
 def _build(module: str, tmp: Path):

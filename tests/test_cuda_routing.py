@@ -33,13 +33,13 @@ from ldpfast.mechanisms import (
 )
 
 
-def _kernel(log, name, tensor_args, result=None):
+def _kernel(log, name, tensor_args, result=-1):
+    # result: what the kernel returns (-1: the fused or separate check found no bad index)
     def kernel(*args):
         for i in tensor_args:  # the CUDA kernels take the tensors themselves, by pointer
             assert isinstance(args[i], torch.Tensor), (name, i, type(args[i]))
-        out = args[-1]
-        if result is None:
-            out.zero_()
+        if not name.startswith("check"):
+            args[-1].zero_()
         log.append(name)
         return result
     return kernel
@@ -54,9 +54,9 @@ def fake_cuda(monkeypatch):
     mod.grr_fs = _kernel(log, "grr_fs", (0, 5))
     mod.onebit = _kernel(log, "onebit", (0, 6))
     mod.multibit_encode = _kernel(log, "multibit_encode", (0, 7))
-    mod.rr_labels = _kernel(log, "rr_labels", (0, 1, 5))
-    mod.check_categorical = _kernel(log, "check_categorical", (0,), result=-1)
-    mod.check_range = _kernel(log, "check_range", (0,), result=-1)
+    mod.rr_labels = _kernel(log, "rr_labels", (0, 1, 5), result=None)
+    mod.check_categorical = _kernel(log, "check_categorical", (0,))
+    mod.check_range = _kernel(log, "check_range", (0,))
     install(monkeypatch, mod)
     return log
 
@@ -67,16 +67,17 @@ XF = torch.rand(50, 6, generator=g)
 Y = torch.randint(0, 4, (50,), generator=g)
 MASK = torch.rand(50, generator=g) < 0.5
 
-# (entry point, call on a device input, kernels it must launch)
+# (entry point, call on a device input, kernels it must launch: the feature mechanisms check
+# their input in their own pass, so no check kernel runs before them)
 CALLS = [
-    ("grr", lambda b: grr(dev(XI), 3, 1.0, seed=1, backend=b), ["check_categorical", "grr"]),
+    ("grr", lambda b: grr(dev(XI), 3, 1.0, seed=1, backend=b), ["grr"]),
     ("grr 1-D", lambda b: grr(dev(XI[:, 0]), 3, 1.0, seed=1, backend=b),
-     ["check_categorical", "grr"]),
+     ["grr"]),
     ("grr_fs", lambda b: grr_fs(dev(XI), 3, 1.0, 2, seed=1, backend=b),
-     ["check_categorical", "grr_fs"]),
-    ("onebit", lambda b: onebit(dev(XF), 1.0, seed=1, backend=b), ["check_range", "onebit"]),
+     ["grr_fs"]),
+    ("onebit", lambda b: onebit(dev(XF), 1.0, seed=1, backend=b), ["onebit"]),
     ("multibit_encode", lambda b: multibit_encode(dev(XF), 1.0, 2, seed=1, backend=b),
-     ["check_range", "multibit_encode"]),
+     ["multibit_encode"]),
     ("rr_labels", lambda b: rr_labels(dev(Y), 4, 1.0, seed=1, backend=b), ["rr_labels"]),
     ("rr_labels mask", lambda b: rr_labels(dev(Y), 4, 1.0, seed=1, mask=dev(MASK), backend=b),
      ["rr_labels"]),
@@ -117,11 +118,20 @@ def test_host_copy_detector_can_fail(fake_cuda):
     assert DeviceInput.copies == ["to", "__array__", "numpy"]
 
 
-def test_bad_device_input_is_reported_from_the_device_check(fake_cuda, monkeypatch):
-    monkeypatch.setattr(_backend._cache["cuda"], "check_categorical", lambda x, k: 7)
+def test_bad_device_input_is_reported_from_the_kernels_fused_check(fake_cuda, monkeypatch):
+    # The mechanism kernel flags flat index 7 (row 1, column 1 of a 6-column x): the call raises
+    # from it and returns nothing (the kernel's output is dropped with the exception).
+    log = fake_cuda
+    cuda = _backend._cache["cuda"]
+    monkeypatch.setattr(cuda, "grr_fs", _kernel(log, "grr_fs", (0, 5), result=7))
+    monkeypatch.setattr(cuda, "onebit", _kernel(log, "onebit", (0, 6), result=7))
+    x = dev(XI.clone())
     with pytest.raises(ValueError, match=r"x: value \d at row 1, column 1 is outside"):
-        grr_fs(dev(XI), 3, 1.0, 2, seed=1)
-    assert fake_cuda == []  # nothing randomised
+        grr_fs(x, 3, 1.0, 2, seed=1)
+    with pytest.raises(ValueError, match=r"x: value .* at index \(1, 1\) is NaN or outside"):
+        onebit(dev(XF), 1.0, seed=1)
+    assert log == ["grr_fs", "onebit"]  # no separate check pass
+    assert torch.equal(x.as_subclass(torch.Tensor), XI)  # the input is never written
 
 
 def test_cuda_unavailable_gives_the_reason(monkeypatch):

@@ -23,6 +23,7 @@ own likelihood ratio is at most ``e^eps`` (see :mod:`ldpfast.privacy.ldp`).
 from __future__ import annotations
 
 import math
+from functools import partial
 from numbers import Integral
 
 import numpy as np
@@ -114,20 +115,30 @@ def _domain_param(k: np.ndarray):
 
 def _kernel_input(x: torch.Tensor, backend: str | None, check) -> tuple:
     """Kernel module, backend name, contiguous ``x`` on its own device and the kernels' array
-    view (:func:`_array_view`), after ``check(K, view(x))`` has validated every value (so
-    nothing runs on bad input)."""
+    view (:func:`_array_view`), after ``check(K, view(x))`` has validated every value on the CPU
+    backends (so nothing runs on bad input).  The CUDA kernels check in their own pass instead
+    (no second read of ``x``): :func:`_checked` raises from the index they return."""
     device = _device_of(x=x)
     K, name = _kernels(device, backend)
     xc = x.detach().contiguous()
     view = _array_view(device)
-    check(K, view(xc))
+    if name != "cuda":
+        check(K, view(xc))
     return K, name, xc, view
 
 
-def _check_values_in_domain(K, xa, k: np.ndarray, name: str = "x") -> None:
+def _checked(name: str, check, K, xa, bad) -> None:
+    """After a CUDA mechanism kernel: raise as ``check`` would from the first bad flat index it
+    flagged (its output is then discarded with the exception; the input is never written)."""
+    if name == "cuda":
+        check(K, xa, bad=bad)
+
+
+def _check_values_in_domain(K, xa, k: np.ndarray, name: str = "x", bad: int | None = None) -> None:
     """Raise ValueError naming the first entry outside [0, k[col]) (``xa``: NumPy array or
-    CUDA tensor; only the offending value is read back)."""
-    bad = K.check_categorical(xa, k)
+    CUDA tensor; only the offending value is read back; ``bad``: that flat index when a kernel
+    has found it already, -1 for none)."""
+    bad = K.check_categorical(xa, k) if bad is None else bad
     if bad >= 0:
         d = xa.shape[1]
         i, j = divmod(bad, d)
@@ -135,9 +146,10 @@ def _check_values_in_domain(K, xa, k: np.ndarray, name: str = "x") -> None:
                          f"column's domain [0, {int(k[j])})")
 
 
-def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x") -> None:
-    """Raise ValueError naming the first entry that is NaN or outside [alpha, beta]."""
-    bad = K.check_range(xa, alpha, beta)
+def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x", bad: int | None = None) -> None:
+    """Raise ValueError naming the first entry that is NaN or outside [alpha, beta] (``bad`` as
+    in :func:`_check_values_in_domain`)."""
+    bad = K.check_range(xa, alpha, beta) if bad is None else bad
     if bad >= 0:
         idx = np.unravel_index(bad, tuple(xa.shape))
         v = float(xa[idx])
@@ -230,10 +242,11 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=No
     eps = check_eps("eps", eps)
     keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     T = _thresholds(eps, kk)
-    K, name, xc, view = _kernel_input(x2, backend, lambda K, xa: _check_values_in_domain(K, xa, kk))
+    check = partial(_check_values_in_domain, k=kk)
+    K, name, xc, view = _kernel_input(x2, backend, check)
     seeds = _seeds_for(keying, "grr", {"eps": eps, "k": _domain_param(kk), "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    K.grr(view(xc), kk, T, seeds, view(out))
+    _checked(name, check, K, view(xc), K.grr(view(xc), kk, T, seeds, view(out)))
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
                   params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": name,
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
@@ -294,11 +307,12 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     m = check_int("m", m, 1, d)
     keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     T = _thresholds(eps_x, gam)
-    K, name, xc, view = _kernel_input(x, backend, lambda K, xa: _check_values_in_domain(K, xa, gam))
+    check = partial(_check_values_in_domain, k=gam)
+    K, name, xc, view = _kernel_input(x, backend, check)
     seeds = _seeds_for(keying, "grr_fs", {"eps_x": eps_x, "m": m, "k": _domain_param(gam),
                                           "accounting": accounting, "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    K.grr_fs(view(xc), gam, T, m, seeds, view(out))
+    _checked(name, check, K, view(xc), K.grr_fs(view(xc), gam, T, m, seeds, view(out)))
     exact = grr_fs_epsilon_exact(eps_x, m, d)
     thm1 = grr_fs_epsilon(eps_x, m, d)
     if accounting == "exact":
@@ -374,12 +388,12 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     d = x.shape[1]
     t_lo, span = onebit_threshold(eps / d)
-    K, name, xc, view = _kernel_input(
-        x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
+    check = partial(_check_values_in_range, alpha=alpha, beta=beta)
+    K, name, xc, view = _kernel_input(x, backend, check)
     seeds = _seeds_for(keying, "onebit", {"eps": eps, "alpha": alpha, "beta": beta, "d": d,
                                           "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    K.onebit(view(xc), alpha, beta, t_lo, span, seeds, view(out))
+    _checked(name, check, K, view(xc), K.onebit(view(xc), alpha, beta, t_lo, span, seeds, view(out)))
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
                           "backend": name,
@@ -433,12 +447,12 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     m = optimal_m(eps, d) if m is None else check_int("m", m, 1, d)
     keying = keying_of(seed, user_keys, dataset, row_offset, _keying)
     t_lo, span = onebit_threshold(eps / m)
-    K, name, xc, view = _kernel_input(
-        x, backend, lambda K, xa: _check_values_in_range(K, xa, alpha, beta))
+    check = partial(_check_values_in_range, alpha=alpha, beta=beta)
+    K, name, xc, view = _kernel_input(x, backend, check)
     seeds = _seeds_for(keying, "multibit", {"eps": eps, "m": m, "alpha": alpha, "beta": beta, "d": d,
                                             "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seeds, view(out))
+    _checked(name, check, K, view(xc), K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seeds, view(out)))
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
                           "backend": name,
