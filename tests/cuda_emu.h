@@ -1,20 +1,18 @@
 // Host emulation of the CUDA execution model, enough to run csrc/cuda kernels under g++ with no
-// GPU (tests/test_cuda_emulated.py).  Every thread of a block is an OS thread, so warp
-// collectives (__ballot_sync, __shfl_sync, __syncwarp) and __syncthreads are real rendezvous
-// of the 32 lanes or the block, and __shared__ memory is one object per block.  Blocks run one
-// after another.  This checks a launcher's indexing, lane roles and collectives against the
-// C++ build, not the GPU's timing or memory model (the device tests do that).
+// GPU (tests/test_cuda_emulated.py).  Every thread of a block is a coroutine (ucontext) on one
+// OS thread, run round robin; warp collectives (__ballot_sync, __shfl_sync, __syncwarp) and
+// __syncthreads are real rendezvous: a lane waits there until every live lane of its warp
+// (block) has arrived.  __shared__ memory is one object per block.  Blocks run one after
+// another.  This checks a launcher's indexing, lane roles and collectives against the C++
+// build, not the GPU's timing or memory model (the device tests do that).
 //
 // Rules the emulated kernels must keep (they are CUDA's rules too): every lane of a warp
 // reaches the same collectives (exits are warp-uniform), and the full mask is used.
 #pragma once
-#include <atomic>
-#include <barrier>
+#include <ucontext.h>
+
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #define __global__
@@ -27,44 +25,62 @@
 struct EmuDim {
     unsigned x, y, z;
 };
-static thread_local EmuDim threadIdx = {0, 1, 1}, blockIdx = {0, 1, 1};
+static EmuDim threadIdx = {0, 1, 1}, blockIdx = {0, 1, 1};  // of the lane now running
 static EmuDim blockDim = {256, 1, 1}, gridDim = {1, 1, 1};
 
-struct EmuWarp {
-    std::barrier<> bar{32};
+struct EmuLane {
+    ucontext_t ctx;
+    std::vector<char> stack;
+    bool done;
+};
+struct EmuGroup {  // a warp or the block: a generation-counting barrier
+    int arrived = 0, live = 0;
+    unsigned gen = 0;
     uint64_t slot[32];
 };
-static std::vector<std::unique_ptr<EmuWarp>> emu_warps;
-static std::unique_ptr<std::barrier<>> emu_block_bar;
-static std::mutex emu_atomic_mutex;
+static ucontext_t emu_sched;
+static std::vector<EmuLane> emu_lanes;
+static std::vector<EmuGroup> emu_warps;
+static EmuGroup emu_block;
 
-static inline EmuWarp& emu_warp() { return *emu_warps[threadIdx.x >> 5]; }
+static inline void emu_yield() { swapcontext(&emu_lanes[threadIdx.x].ctx, &emu_sched); }
 
-static inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp().bar.arrive_and_wait(); }
-static inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+static inline void emu_wait(EmuGroup& g) {
+    const unsigned gen = g.gen;
+    if (++g.arrived == g.live) {
+        g.arrived = 0;
+        ++g.gen;
+        return;
+    }
+    while (g.gen == gen) emu_yield();
+}
+
+static inline EmuGroup& emu_warp() { return emu_warps[threadIdx.x >> 5]; }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu_wait(emu_warp()); }
+static inline void __syncthreads() { emu_wait(emu_block); }
 
 template <class T>
 static inline T emu_exchange(T v, int src) {
-    EmuWarp& w = emu_warp();
+    EmuGroup& w = emu_warp();
     uint64_t b = 0;
     std::memcpy(&b, &v, sizeof(T));
     w.slot[threadIdx.x & 31] = b;
-    w.bar.arrive_and_wait();
+    emu_wait(w);
     const uint64_t r = w.slot[src & 31];
-    w.bar.arrive_and_wait();
+    emu_wait(w);
     T out;
     std::memcpy(&out, &r, sizeof(T));
     return out;
 }
 
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
-    EmuWarp& w = emu_warp();
+    EmuGroup& w = emu_warp();
     w.slot[threadIdx.x & 31] = pred != 0;
-    w.bar.arrive_and_wait();
+    emu_wait(w);
     unsigned r = 0;
     for (int l = 0; l < 32; ++l)
         if (((mask >> l) & 1u) && w.slot[l]) r |= 1u << l;
-    w.bar.arrive_and_wait();
+    emu_wait(w);
     return r;
 }
 static inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
@@ -96,19 +112,16 @@ static inline unsigned __fns(unsigned mask, unsigned base, int offset) {
 }
 
 static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mutex);
     const unsigned long long old = *p;
     if (v < old) *p = v;
     return old;
 }
 static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mutex);
     const unsigned long long old = *p;
     *p = old + v;
     return old;
 }
 static inline int atomicOr(int* p, int v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mutex);
     const int old = *p;
     *p = old | v;
     return old;
@@ -117,24 +130,51 @@ static inline int atomicOr(int* p, int v) {
 // Run f() on every thread of a grid of `blocks` blocks of `threads` threads (a multiple of 32).
 template <class F>
 static void emu_launch(int64_t blocks, unsigned threads, F f) {
+    static F* fn;
+    fn = &f;
     blockDim = {threads, 1, 1};
     gridDim = {(unsigned)blocks, 1, 1};
+    emu_lanes.resize(threads);
+    emu_warps.assign(threads / 32, EmuGroup());
+    auto body = [] {
+        (*fn)();
+        // A finished lane leaves its warp's and block's rendezvous (CUDA: an exited thread no
+        // longer takes part in __syncthreads); a barrier it completes opens.
+        EmuGroup* gs[2] = {&emu_warp(), &emu_block};
+        for (EmuGroup* g : gs)
+            if (--g->live == g->arrived && g->arrived > 0) {
+                g->arrived = 0;
+                ++g->gen;
+            }
+        emu_lanes[threadIdx.x].done = true;
+    };
+    static void (*entry)() = nullptr;
+    static decltype(body)* bp;
+    bp = &body;
+    entry = [] { (*bp)(); };
     for (int64_t b = 0; b < blocks; ++b) {
-        emu_warps.clear();
-        for (unsigned w = 0; w < threads / 32; ++w) emu_warps.emplace_back(new EmuWarp());
-        emu_block_bar.reset(new std::barrier<>((std::ptrdiff_t)threads));
-        std::vector<std::thread> ts;
-        ts.reserve(threads);
-        for (unsigned t = 0; t < threads; ++t)
-            ts.emplace_back([&, t, b] {
+        for (auto& w : emu_warps) w = EmuGroup(), w.live = 32;
+        emu_block = EmuGroup();
+        emu_block.live = (int)threads;
+        for (unsigned t = 0; t < threads; ++t) {
+            EmuLane& L = emu_lanes[t];
+            L.stack.resize(1 << 18);
+            L.done = false;
+            getcontext(&L.ctx);
+            L.ctx.uc_stack.ss_sp = L.stack.data();
+            L.ctx.uc_stack.ss_size = L.stack.size();
+            L.ctx.uc_link = &emu_sched;
+            makecontext(&L.ctx, entry, 0);
+        }
+        blockIdx = {(unsigned)b, 0, 0};
+        for (bool any = true; any;) {  // round robin until every lane has finished
+            any = false;
+            for (unsigned t = 0; t < threads; ++t) {
+                if (emu_lanes[t].done) continue;
+                any = true;
                 threadIdx = {t, 0, 0};
-                blockIdx = {(unsigned)b, 0, 0};
-                f();
-                // A finished lane leaves the rendezvous of its warp and block (CUDA: an exited
-                // thread no longer takes part in __syncthreads).
-                emu_warp().bar.arrive_and_drop();
-                emu_block_bar->arrive_and_drop();
-            });
-        for (auto& t : ts) t.join();
+                swapcontext(&emu_sched, &emu_lanes[t].ctx);
+            }
+        }
     }
 }
