@@ -164,3 +164,20 @@ def test_emulated_grr_long_rows_and_rejection_heavy_draws(emulated):
                 got = torch.empty(n, d, dtype=torch.int64)
                 assert _cuda.grr_fs(torch.from_numpy(x), k, T, m, torch.from_numpy(seeds), got) == -1
                 assert np.array_equal(got.numpy(), want), (kk, int(T[0]), m)
+
+
+def test_emulated_rr_labels_flags_the_first_bad_masked_label(emulated):
+    g = np.random.default_rng(5)
+    n, c = 700, 4
+    y = g.integers(0, c, n)
+    mask = g.random(n) < 0.5
+    seeds = torch.from_numpy(g.integers(0, 2**63, n, dtype=np.int64))
+    out = torch.empty(n, dtype=torch.int64)
+    assert _cuda.rr_labels(torch.from_numpy(y), torch.from_numpy(mask), c, 2**31, seeds, out) == -1
+    yb = y.copy()
+    unmasked, masked = np.flatnonzero(~mask), np.flatnonzero(mask)
+    yb[unmasked[:3]] = -1  # unmasked labels are reported as they are: not an error
+    yb[masked[[7, 40]]] = (c, -2)
+    yb[masked[-1]] = c + 5
+    got = _cuda.rr_labels(torch.from_numpy(yb), torch.from_numpy(mask), c, 2**31, seeds, out)
+    assert got == masked[7]

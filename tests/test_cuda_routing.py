@@ -54,7 +54,7 @@ def fake_cuda(monkeypatch):
     mod.grr_fs = _kernel(log, "grr_fs", (0, 5))
     mod.onebit = _kernel(log, "onebit", (0, 6))
     mod.multibit_encode = _kernel(log, "multibit_encode", (0, 7))
-    mod.rr_labels = _kernel(log, "rr_labels", (0, 1, 5), result=None)
+    mod.rr_labels = _kernel(log, "rr_labels", (0, 1, 5))
     mod.check_categorical = _kernel(log, "check_categorical", (0,))
     mod.check_range = _kernel(log, "check_range", (0,))
     install(monkeypatch, mod)

@@ -17,7 +17,7 @@
 //   consecutive 4-column groups).
 // * multibit with m < d: a warp per row zeroes the row and checks its values (coalesced), then
 //   lane 0 runs Floyd's m draws (multibit_pick), reading m scattered values.
-// * rr_labels: a thread per node.
+// * rr_labels: a thread per node (masked labels checked in the same pass).
 // * The mechanisms check their input in the same pass: bad[0] (all ones on entry) becomes the
 //   smallest bad flat index (atomicMin, whatever the thread order), the C++ check's answer; the
 //   caller reads it once after the launch and discards the output if it is set.  check_* stay
@@ -335,19 +335,23 @@ extern "C" __global__ void multibit_f64(const double* x, int8_t* out, int64_t n,
 }
 
 template <class I>
-__device__ void rr_labels_k(const I* y, const bool* mask, I* out, int64_t n, uint64_t c, uint64_t T, const uint64_t* seeds) {
+__device__ void rr_labels_k(const I* y, const bool* mask, I* out, int64_t n, uint64_t c, uint64_t T, const uint64_t* seeds,
+                            unsigned long long* bad) {
     const int64_t i = thread_index();
     if (i >= n) return;
-    out[i] = rr_label(y[i], mask[i], c, T, seeds[i], 0);
+    const I v = y[i];
+    const bool masked = mask[i];
+    if (masked && outside_domain(v, (int64_t)c)) atomicMin(bad, (unsigned long long)i);
+    out[i] = rr_label(v, masked, c, T, seeds[i], 0);
 }
 
 extern "C" __global__ void rr_labels_i32(const int32_t* y, const bool* mask, int32_t* out, int64_t n, uint64_t c,
-                                         uint64_t T, const uint64_t* seeds) {
-    rr_labels_k(y, mask, out, n, c, T, seeds);
+                                         uint64_t T, const uint64_t* seeds, unsigned long long* bad) {
+    rr_labels_k(y, mask, out, n, c, T, seeds, bad);
 }
 extern "C" __global__ void rr_labels_i64(const int64_t* y, const bool* mask, int64_t* out, int64_t n, uint64_t c,
-                                         uint64_t T, const uint64_t* seeds) {
-    rr_labels_k(y, mask, out, n, c, T, seeds);
+                                         uint64_t T, const uint64_t* seeds, unsigned long long* bad) {
+    rr_labels_k(y, mask, out, n, c, T, seeds, bad);
 }
 
 // Checks alone: first[0] (all ones on entry) becomes the smallest bad flat index, whatever the

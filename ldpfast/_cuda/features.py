@@ -152,7 +152,9 @@ def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out) -> int:
     return _first_bad(bad)
 
 
-def rr_labels(y, mask, num_classes, threshold, seeds, out) -> None:
+def rr_labels(y, mask, num_classes, threshold, seeds, out) -> int:
+    """Label RR into ``out``; returns the first masked node whose label is outside
+    [0, num_classes), or -1 (then ``out`` holds the reports; otherwise discard it)."""
     import torch
 
     if y.dim() != 1:
@@ -167,9 +169,11 @@ def rr_labels(y, mask, num_classes, threshold, seeds, out) -> None:
     if threshold > 2**32:
         raise ValueError("threshold: must be <= 2^32")
     n = y.shape[0]
+    bad = _bad_flag(y)
     _launch("features", f"rr_labels_{_suffix(y, 'y')}", n,
             (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
-             np.uint64(threshold), _seeds(seeds, y)), y.device)
+             np.uint64(threshold), _seeds(seeds, y), _ptr(bad)), y.device)
+    return _first_bad(bad)
 
 
 def _first_index(kernel: str, x, n_threads: int, args: tuple) -> int:

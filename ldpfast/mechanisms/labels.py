@@ -5,7 +5,7 @@ LPGNN (paper 002) eq. (11) and RGNN (paper 000) section IV-B use the same mechan
 Kernel: ``rr_label`` in ``csrc/common/features.h``, run by the C++ (``csrc/cpu/features.cpp``)
 and CUDA (``csrc/cuda/features.cu``) launchers (Numba twin in ``ldpfast/_numba/features.py``),
 one generator per node, so the output does not depend on the thread count or backend.  CUDA
-labels stay on their device; the label check is torch code on that device.
+labels stay on their device; the CUDA kernel checks the labels in its own pass.
 """
 from __future__ import annotations
 
@@ -77,18 +77,26 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     yc = y.detach().contiguous()
     m = (torch.ones(n, dtype=torch.bool, device=yc.device) if mask is None
          else mask.detach().contiguous())
-    # On the labels' device; the host reads back one flag (and the culprit on error).
-    bad = m & ((yc < 0) | (yc >= c))
-    if bool(bad.any()):
-        i = int(torch.nonzero(bad)[0, 0])
-        raise ValueError(f"y: label {int(yc[i])} of node {i} is outside "
-                         f"[0, num_classes) = [0, {c})")
+    def check(first: int | None = None) -> None:
+        # CPU backends: a torch pass before the kernel.  CUDA: the kernel's own pass flags the
+        # first bad node (no second read of y); its output is dropped with the exception.
+        if first is None:
+            bad = m & ((yc < 0) | (yc >= c))
+            first = int(torch.nonzero(bad)[0, 0]) if bool(bad.any()) else -1
+        if first >= 0:
+            raise ValueError(f"y: label {int(yc[first])} of node {first} is outside "
+                             f"[0, num_classes) = [0, {c})")
+
+    if name != "cuda":
+        check()
     T = grr_threshold(eps, c)
     seeds = _seeds_for(keying, "rr_labels", {"eps": eps, "num_classes": c, "dtype": str(yc.dtype)}, yc, name,
                        extra=m)
     out = torch.empty_like(yc)
     view = _array_view(device)
-    K.rr_labels(view(yc), view(m), c, T, seeds, view(out))
+    first = K.rr_labels(view(yc), view(m), c, T, seeds, view(out))
+    if name == "cuda":
+        check(first)
     p, q = grr_probs(eps, c)
     spent = Spent("rr_labels", "labels", eps, guarantee="eps-LDP per node",
                   params={"num_classes": c, "p": p, "q": q, "num_randomised": int(m.sum()),
