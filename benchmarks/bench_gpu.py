@@ -36,8 +36,9 @@ Orkut-like graph (``ldpfast.datasets.orkut_like``, generated on the CPU, then mo
 DPRR (target < 0.5 s), KProp at d = 64 (target >= 1.5x ``torch.sparse.mm``, forward and
 backward) and one HeterPoisson DP-SGD step (sample + forward/backward + per-sub-graph
 clipping + noise + Adam, GCN with 128 features (random values on the device) and 128 hidden
-units, 4096 expected sub-graphs; target < 10 ms).  Memory-bound mechanisms: target >= 60% of
-the copy bandwidth.  Each target is printed as met / not met with the measured value; a
+units, 4096 expected sub-graphs; target < 10 ms).  Memory-bound mechanisms, at 1M x 128 and
+8M x 64: each row >= 60% of the copy bandwidth and >= 2x its torch baseline (one target line
+per row).  Each target is printed as met / not met with the measured value; a
 family whose CUDA path is missing in this build is reported as skipped, with the reason; a
 row that raises anything else is recorded with its error, the run goes on, and the exit
 status is 2.
@@ -66,6 +67,7 @@ from benchmarks.harness import environment, markdown_table
 DEV = "cuda"  # "cpu" only for --cpu-dry-run (checks the script's flow; its timings mean nothing)
 FAMILIES = ("mechanisms", "labels", "edges", "graph", "sampling", "propagate", "orkut")
 COPY_TARGET = 0.60
+MECH_TORCH_TARGET = 2.0  # each mechanism row against its torch baseline, same run
 KPROP_TARGET = 1.5
 DPRR_TARGET_S = 0.5
 STEP_TARGET_S = 0.010
@@ -262,7 +264,7 @@ def torch_star_sampler(rowptr, col, deg_out, cand, q_b: float, M: float):
 
 
 # --- families ---------------------------------------------------------------------------------
-def bench_mechanisms(B: Bench, n: int, d: int, labels_only=False):
+def bench_mechanisms(B: Bench, n: int, d: int, labels_only=False, labels=True):
     from ldpfast.mechanisms import grr, grr_fs, multibit_encode, onebit, rr_labels
     from ldpfast.privacy import optimal_m
 
@@ -289,6 +291,8 @@ def bench_mechanisms(B: Bench, n: int, d: int, labels_only=False):
                 B.run("mechanisms", f"multibit {case} m={mm}", "torch", lambda: torch_multibit(xf, 1.0, mm), nb))
         xf = None
         free()
+    if not labels:
+        return
     c = 10
     y = torch.randint(0, c, (n * 16,), device=DEV, generator=g)
     nb = 2 * nbytes(y)
@@ -563,8 +567,12 @@ def measure(a, B: Bench, targets: list) -> None:
         mech_n, mech_d, g_n, g_deg, small_n = 1_000_000, 128, 1_000_000, 40.0, 20_000
     B.copy_bandwidth((1 << 26) if a.quick else (1 << 30))
     if "mechanisms" in fam or "labels" in fam:
-        log(f"mechanisms on {mech_n} x {mech_d}")
-        bench_mechanisms(B, mech_n, mech_d, labels_only="mechanisms" not in fam)
+        # the two shapes: 1M x 128 and 8M x 64 (labels once, at n * 16 of the first)
+        shapes = [(mech_n, mech_d)] if a.quick else [(mech_n, mech_d), (8_000_000, 64)]
+        for q, (sn, sd) in enumerate(shapes):
+            log(f"mechanisms on {sn} x {sd}")
+            if "mechanisms" in fam or q == 0:
+                bench_mechanisms(B, sn, sd, labels_only="mechanisms" not in fam, labels=q == 0)
     csr = y = None
     if fam & {"edges", "graph", "sampling", "propagate"}:
         log(f"synthetic graph: {g_n} nodes, mean degree {g_deg} (generated on the CPU)")
@@ -585,12 +593,14 @@ def measure(a, B: Bench, targets: list) -> None:
     free()
     mech = [r for r in B.rows if r["family"] in ("mechanisms", "labels") and r["impl"] == "ldpfast"
             and "copy_fraction" in r]
-    if mech:
-        worst = min(mech, key=lambda r: r["copy_fraction"])
-        targets.append({"target": f"memory-bound mechanisms >= {COPY_TARGET:.0%} of copy bandwidth",
-                        "value": f"{worst['copy_fraction']:.0%} (worst: {worst['case']}); "
-                                 + ", ".join(f"{r['case'].split()[0]} {r['copy_fraction']:.0%}" for r in mech),
-                        "met": all(r["copy_fraction"] >= COPY_TARGET for r in mech)})
+    for r in mech:  # one line per row: both halves of the target, from this run
+        sp = r.get("speedup_vs_torch")
+        targets.append({"target": f"{r['case']}: >= {COPY_TARGET:.0%} of copy bandwidth and "
+                                  f">= {MECH_TORCH_TARGET:g}x torch",
+                        "value": f"{r['copy_fraction']:.0%} of copy, "
+                                 + ("torch not measured" if sp is None else f"{sp:.2f}x torch"),
+                        "met": None if sp is None else bool(r["copy_fraction"] >= COPY_TARGET
+                                                            and sp >= MECH_TORCH_TARGET)})
     if "orkut" in fam and not a.quick and not a.no_orkut:
         from ldpfast.datasets import orkut_like
         from ldpfast.graph import CSR
