@@ -4,7 +4,7 @@
 //
 // One body, two launchers: the per-cell and per-row functions below are __host__ __device__
 // (LDP_HD) and are called unchanged by csrc/cpu/features.cpp (std::thread over rows) and
-// csrc/cuda/features.cu (one CUDA thread per row, Philox block or cell), so CPU and CUDA give
+// csrc/cuda/features.cu (a warp per row, a thread per Philox block or per cell), so CPU and CUDA give
 // the same bits by construction.  The launchers choose only which rows a thread runs and the
 // word generator type G: CellRng-like `Cell` (CUDA) or `WordStream` (C++: the same words,
 // generated several Philox blocks at a time).  Twin: ldpfast/_numba/features.py, which makes
@@ -193,13 +193,22 @@ LDP_HD void floyd(G& s, int64_t d, int64_t m, Chosen chosen, Pick pick) {
 // ---------------------------------------------------------------------------------------
 // GRR (paper 000 section IV-A): keep x with probability T / 2^32, otherwise a uniform value
 // among the k - 1 others.  bkm1 = other_bits(k).
+// Split in two so that a launcher may draw r elsewhere (the CUDA warp draws a row's at once):
+// grr_needs_other says whether the keep word w calls for the other-value draw r in [0, k - 1),
+// grr_decide gives the report.
+LDP_HD bool grr_needs_other(uint64_t w, uint64_t T, int bkm1) { return bkm1 != 0 && w >= T; }
+
+template <class I>
+LDP_HD I grr_decide(I x, uint64_t w, uint64_t T, int bkm1, uint64_t r) {
+    if (bkm1 == 0) return x ^ (I)(w >= T);  // k <= 2: the other value is 1 - x, no bits drawn
+    if (w < T) return x;
+    return (I)(r >= (uint64_t)x ? r + 1 : r);
+}
+
 template <class I, class G>
 LDP_HD I grr_one(I x, uint64_t k, uint64_t T, int bkm1, G& keep, BitReader& bits) {
     const uint64_t w = keep.next_u32();
-    if (bkm1 == 0) return x ^ (I)(w >= T);  // k <= 2: the other value is 1 - x, no bits drawn
-    if (w < T) return x;
-    uint64_t r = bits.randint(k - 1, bkm1);
-    return (I)(r >= (uint64_t)x ? r + 1 : r);
+    return grr_decide(x, w, T, bkm1, grr_needs_other(w, T, bkm1) ? bits.randint(k - 1, bkm1) : 0);
 }
 
 // Row i of GRR on every entry.

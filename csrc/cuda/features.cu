@@ -158,10 +158,10 @@ __device__ void grr_warp(const I* xr, I* o, int64_t d, const int64_t* k, const u
             const uint64_t Tj = valid ? T[j] : 0;
             if (valid && outside_domain(xv, kj)) atomicMin(bad, (unsigned long long)(i * d + j));
             const int b = other_bits(kj);
-            const bool need = valid && b > 0 && w >= Tj;
+            const bool need = valid && grr_needs_other(w, Tj, b);
             const uint64_t r = other_draws(bits, __ballot_sync(FULL_MASK, need), (uint64_t)kj, k_common);
             if (!valid) continue;
-            o[j] = b == 0 ? (I)(xv ^ (I)(w >= Tj)) : w < Tj ? xv : (I)(r >= (uint64_t)xv ? r + 1 : r);
+            o[j] = grr_decide(xv, w, Tj, b, r);
         }
     }
 }
@@ -247,7 +247,7 @@ __device__ void grr_fs_k(const I* x, I* out, int64_t n, int64_t d, const int64_t
         const int bo = other_bits(kj);
         // (row, 4) consumers in column order: a sampled column whose GRR does not keep the truth
         // (k > 2), or an unsampled slot value outside its domain (redrawn on b = uniform_bits bits)
-        const bool need_other = sampled && bo > 0 && w >= Tj;
+        const bool need_other = sampled && grr_needs_other(w, Tj, bo);
         const bool need_slot = valid && !sampled && (int64_t)ov >= kj;
         unsigned need = __ballot_sync(FULL_MASK, need_other || need_slot);
         uint64_t r = 0;
@@ -260,7 +260,7 @@ __device__ void grr_fs_k(const I* x, I* out, int64_t n, int64_t d, const int64_t
             if (lane == src) r = v;
         }
         if (!valid) continue;
-        if (sampled) o[j] = bo == 0 ? (I)(xv ^ (I)(w >= Tj)) : w < Tj ? xv : (I)(r >= (uint64_t)xv ? r + 1 : r);
+        if (sampled) o[j] = grr_decide(xv, w, Tj, bo, r);
         else if (need_slot) o[j] = (I)r;
     }
 }
