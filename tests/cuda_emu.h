@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#define LDP_CUDA_EMULATION 1
 #define __global__
 #define __device__
 #define __host__
@@ -89,6 +90,11 @@ static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mas
 template <class T>
 static inline T __shfl_sync(unsigned, T v, int src, int = 32) {
     return emu_exchange(v, src);
+}
+
+template <class T>
+static inline T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
+    return emu_exchange(v, (int)((threadIdx.x & 31) ^ (unsigned)mask));
 }
 
 template <class T>

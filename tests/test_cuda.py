@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from ldpfast import _cuda
+from ldpfast.privacy.users import Keying
 
 CSRC = Path(__file__).resolve().parents[1] / "csrc"
 CU_FILES = sorted((CSRC / "cuda").glob("*.cu"))
@@ -246,6 +247,10 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         sd = torch.zeros(6, dtype=torch.int64)
         _cuda.grr(x, k, T, sd, torch.empty_like(x))
         _cuda.grr_fs(x, k, T, 2, sd, torch.empty_like(x))
+        # the kernels deriving the seeds themselves (user keys, seeds and report ids out)
+        kk = Keying(5, ids=True).kernel_keys("grr", {}, 6, "cpu")
+        _cuda.grr(x, k, T, kk, torch.empty_like(x))
+        _cuda.grr_fs(x, k, T, 2, kk, torch.empty_like(x))
         _cuda.check_categorical(x, k)
         y = x[:, 0].contiguous()
         _cuda.rr_labels(y, torch.ones(6, dtype=torch.bool), 2, 2**31, sd, torch.empty_like(y))
@@ -255,6 +260,9 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         sd = torch.zeros(6, dtype=torch.int64)
         _cuda.onebit(xf, 0.0, 1.0, 10, 2.0**32 - 20, sd, o8)
         _cuda.multibit_encode(xf, 2, 0.0, 1.0, 10, 2.0**32 - 20, sd, o8)
+        kk = Keying(5).kernel_keys("onebit", {}, 6, "cpu", extra=torch.ones(6, dtype=torch.bool))
+        _cuda.onebit(xf, 0.0, 1.0, 10, 2.0**32 - 20, kk, o8)
+        _cuda.multibit_encode(xf, 2, 0.0, 1.0, 10, 2.0**32 - 20, kk, o8)
         _cuda.multibit_encode(xf, 5, 0.0, 1.0, 10, 2.0**32 - 20, sd, o8)
         _cuda.check_range(xf, 0.0, 1.0)
         for ct in (torch.int32, torch.int64):
@@ -353,7 +361,10 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13), ("ll_zero_", 14),
                ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
                ("synth_", 11), ("synth_", 12), ("synth_", 13),
-               ("report_", 1), ("report_", 2), ("report_", 8)}
+               ("report_", 1), ("report_", 2), ("report_", 8),
+               # RowKeys: given seeds (user keys, extra, seeds out, ids null) or derived (seeds in null)
+               *((f, i0 + j) for f, i0 in (("grr_", 7), ("grr_fs_", 8), ("onebit_", 8), ("multibit_", 9))
+                 for j in (0, 1, 2, 9, 10))}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls
 

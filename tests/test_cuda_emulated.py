@@ -146,7 +146,7 @@ def test_emulated_grr_long_rows_and_rejection_heavy_draws(emulated):
     import ldpfast._C as C
 
     g = np.random.default_rng(11)
-    n = 6
+    n = 4
     seeds = g.integers(0, 2**63, n, dtype=np.int64)
     for kk in (3, 4, 5, 130, 2**20 + 2, None):
         d = 700
@@ -158,7 +158,7 @@ def test_emulated_grr_long_rows_and_rejection_heavy_draws(emulated):
             got = torch.empty(n, d, dtype=torch.int64)
             assert _cuda.grr(torch.from_numpy(x), k, T, torch.from_numpy(seeds), got) == -1
             assert np.array_equal(got.numpy(), want), (kk, int(T[0]))
-            for m in (1, 350, 699, 700):
+            for m in (1, 350, 700):
                 want = np.empty_like(x)
                 C.grr_fs(x, k, T, m, seeds.view(np.uint64), want)
                 got = torch.empty(n, d, dtype=torch.int64)
@@ -181,3 +181,39 @@ def test_emulated_rr_labels_flags_the_first_bad_masked_label(emulated):
     yb[masked[-1]] = c + 5
     got = _cuda.rr_labels(torch.from_numpy(yb), torch.from_numpy(mask), c, 2**31, seeds, out)
     assert got == masked[7]
+
+
+def test_emulated_mechanisms_derive_the_seeds_in_their_own_pass(emulated, monkeypatch):
+    # The public mechanisms on the CUDA path (kernels emulated): each kernel digests its rows
+    # and runs their chains itself (no row_digests / report_keys launch), and the reports, the
+    # seeds and the report ids equal the C++ path's, with user keys and without, for row widths
+    # that are and are not multiples of the digest's 4-byte words and 256-byte blocks.
+    from ldpfast.mechanisms import features as F
+    from ldpfast.privacy.users import Keying
+
+    g = np.random.default_rng(9)
+    calls = {
+        "grr": lambda x, kg: F.grr(x, 5, 1.0, _keying=kg),
+        "grr_fs": lambda x, kg: F.grr_fs(x, 5, 1.0, min(3, x.shape[1]), _keying=kg),
+        "onebit": lambda x, kg: F.onebit(x.double() / 4, 1.0, _keying=kg),
+        "multibit m<d": lambda x, kg: F.multibit_encode(x.float() / 4, 2.0, max(1, x.shape[1] - 1), _keying=kg),
+        "multibit m=d": lambda x, kg: F.multibit_encode(x.double() / 4, 2.0, x.shape[1], _keying=kg),
+    }
+    for n, d, dt in ((37, 5, torch.int32), (20, 64, torch.int64), (9, 70, torch.int64), (3, 1, torch.int32)):
+        x = torch.from_numpy(g.integers(0, 5, (n, d))).to(dt)
+        uk = torch.from_numpy(g.permutation(10**6)[:n].astype(np.int64))
+        for user_keys in (None, uk):
+            for name, call in calls.items():
+                want_k = Keying(77, user_keys=user_keys, ids=True)
+                want, _ = call(x, want_k)
+                with monkeypatch.context() as mp:
+                    mp.setattr(F, "_kernels", lambda device, backend: (_cuda, "cuda"))
+                    mp.setattr(F, "_array_view", lambda device: (lambda t: t))
+                    got_k = Keying(77, user_keys=user_keys, ids=True)
+                    emulated.clear()
+                    got, _ = call(x, got_k)
+                key = (name, n, d, user_keys is None)
+                assert torch.equal(got, want), key
+                assert torch.equal(got_k.last_seeds, want_k.last_seeds), key
+                assert np.array_equal(got_k.last[2], want_k.last[2]), key
+                assert len(emulated) == 1, (key, emulated)  # one kernel: digest, chain, reports

@@ -93,7 +93,7 @@ LDP_HD void nh_block_tail(const uint8_t* p, int64_t nbytes, int64_t b, const uin
                 y0, y1);
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(LDP_CUDA_EMULATION)  // (tests/cuda_emu.h runs it on the host)
 // The fingerprint sums (S0, S1) of the groups g0, g0 + gstep, ... of 32 blocks of a string (nb
 // blocks), computed by one warp and returned in every lane.  Per block, lane l loads word pair
 // 2l, 2l+1 (the warp reads the block at once: coalesced) and the NH sums are added across the

@@ -70,5 +70,58 @@ LDP_HD void report_key(int64_t ukey, uint64_t extra, uint64_t s0, uint64_t s1, u
     rid = (uint64_t)c.v[0] | ((uint64_t)c.v[1] << 32);
 }
 
+// One release's keys for a kernel that derives its rows' seeds itself (the CUDA feature
+// kernels: the row is read once for its digest and once, from cache, for its reports).
+// seeds_in non-null: the seeds are given and nothing else is used.  extra, seeds_out and rids
+// may be null.
+struct RowKeys {
+    const int64_t* seeds_in;
+    const int64_t* ukeys;
+    const int64_t* extra;
+    uint64_t k_nh, k_pad, k_prf, k_a, k_b, k_c;
+    int64_t* seeds_out;
+    int64_t* rids;
+};
+
+#if defined(__CUDACC__) || defined(LDP_CUDA_EMULATION)
+// The NH keys of rk into shared K, by the whole block (every thread must call it).
+__device__ __forceinline__ void row_keys_nh(const RowKeys& rk, uint32_t* K) {
+    if (rk.seeds_in) return;
+    for (int q = threadIdx.x; q < fp::KEY_WORDS / 4; q += blockDim.x) fp::nh_key_block(rk.k_nh, q, K);
+    __syncthreads();
+}
+
+// Seeds of rows r0 .. r0 + R - 1 (those < n) of `rows` (nbytes each), by one warp: the warp
+// digests each row in turn (fp::warp_digest, as userkey.cu's row_digests), lane r keeps row
+// r0 + r's sums and runs its chain (report_key), so the chains of R rows run side by side.
+// Returns row r0 + lane's seed in lanes < R (0 elsewhere).
+template <int R>
+__device__ uint64_t warp_row_seeds(const uint8_t* rows, int64_t n, int64_t nbytes, int64_t r0, const RowKeys& rk,
+                                   const uint32_t* K, int lane) {
+    const bool mine = lane < R && r0 + lane < n;
+    if (rk.seeds_in) return mine ? (uint64_t)rk.seeds_in[r0 + lane] : 0;
+    const bool aligned = (nbytes & 3) == 0 && (((uint64_t)rows) & 3) == 0;
+    const int64_t nwfull = aligned ? nbytes / 4 : 0;
+    const int64_t nb = (nbytes + fp::BLOCK_BYTES - 1) / fp::BLOCK_BYTES;
+    uint64_t m0 = 0, m1 = 0;
+    for (int r = 0; r < R && r0 + r < n; ++r) {  // warp-uniform
+        const uint8_t* p = rows + (r0 + r) * nbytes;
+        uint64_t s0, s1;
+        fp::warp_digest(p, nbytes, (const uint32_t*)p, nwfull, 0, 1, nb, K, rk.k_pad, rk.k_prf, lane, s0, s1);
+        if (lane == r) {
+            m0 = s0;
+            m1 = s1;
+        }
+    }
+    if (!mine) return 0;
+    const int64_t i = r0 + lane;
+    uint64_t seed, rid;
+    report_key(rk.ukeys[i], rk.extra ? (uint64_t)rk.extra[i] : 0, m0, m1, rk.k_a, rk.k_b, rk.k_c, seed, rid);
+    if (rk.seeds_out) rk.seeds_out[i] = (int64_t)seed;
+    if (rk.rids) rk.rids[i] = (int64_t)rid;
+    return seed;
+}
+#endif
+
 }  // namespace uk
 }  // namespace ldp

@@ -4,7 +4,7 @@
 // one seed.  Compile with --fmad=false.
 //
 // Geometry (ldpfast/_cuda/features.py) and who reads which address:
-// * grr, grr_fs: a warp per row.  Columns go in slices of 32: lane l owns column c0 + 32 t + l,
+// * grr, grr_fs: the row's warp.  Columns go in slices of 32: lane l owns column c0 + 32 t + l,
 //   so every load of x and store of out is 32 consecutive elements (coalesced).  The keep words
 //   are addressed (word j of the keep stream is column j's): for each 128 columns lane l makes
 //   Philox block c0 / 4 + l and the lanes fetch their word by shuffle, one block per lane, none
@@ -13,19 +13,25 @@
 //   the stream in shared memory (one Philox block per lane per refill) and resolves each
 //   rejection draw with one ballot over 32 candidate positions, so the row's draws are the
 //   BitReader's, in its order.
-// * onebit, multibit with m = d: a thread per Philox block of 4 columns (consecutive threads,
-//   consecutive 4-column groups).
-// * multibit with m < d: a warp per row zeroes the row and checks its values (coalesced), then
+// * onebit, multibit with m = d: the row's warp, lane l on Philox blocks l, l + 32, ... (4
+//   consecutive columns each: the warp covers 128 consecutive columns per step).
+// * multibit with m < d: the row's warp zeroes the row and checks its values (coalesced), then
 //   lane 0 runs Floyd's m draws (multibit_pick), reading m scattered values.
+// * Seeds: a warp takes 8 consecutive rows (keyed_rows).  Unless the caller gives the seeds, it
+//   first derives them from the rows' bytes (uk::warp_row_seeds: the warp digests each row with
+//   coalesced loads, lanes 0-7 run the 8 chains), then randomises the rows one after another,
+//   re-reading each from cache: x crosses DRAM once.
 // * rr_labels: a thread per node (masked labels checked in the same pass).
 // * The mechanisms check their input in the same pass: bad[0] (all ones on entry) becomes the
 //   smallest bad flat index (atomicMin, whatever the thread order), the C++ check's answer; the
 //   caller reads it once after the launch and discards the output if it is set.  check_* stay
 //   for callers that want the check alone.
 #include "../common/features.h"
+#include "../common/userkey.h"
 
 using namespace ldp;
 using namespace ldp::feat;
+using ldp::uk::RowKeys;
 
 #define FULL_MASK 0xffffffffu
 
@@ -123,6 +129,22 @@ __device__ __forceinline__ uint32_t keep_word(const u32x4& kb, int t, int lane) 
     return e == 0 ? w0 : e == 1 ? w1 : e == 2 ? w2 : w3;
 }
 
+constexpr int ROWS_PER_WARP = 8;
+
+// body(i, seed) for the warp's rows i = 8 w .. 8 w + 7 (< n), in order, each row's seed derived
+// here from the row's own bytes (uk::warp_row_seeds: digests by the warp, chains side by side in
+// lanes 0-7) unless rk gives the seeds.  The row is then read again by body, from cache: one
+// pass over x in DRAM.
+template <class Body>
+__device__ void keyed_rows(const void* x, int64_t n, int64_t row_bytes, const RowKeys& rk, Body body) {
+    __shared__ uint32_t K[fp::KEY_WORDS];
+    uk::row_keys_nh(rk, K);  // the whole block, before any warp leaves
+    const int64_t r0 = (thread_index() >> 5) * ROWS_PER_WARP;
+    if (r0 >= n) return;  // warp-uniform
+    const uint64_t mine = uk::warp_row_seeds<ROWS_PER_WARP>((const uint8_t*)x, n, row_bytes, r0, rk, K, lane_id());
+    for (int r = 0; r < ROWS_PER_WARP && r0 + r < n; ++r) body(r0 + r, __shfl_sync(FULL_MASK, mine, r));
+}
+
 // GRR's "other value" draws of one 32-column slice: the lanes of `need` in column order, each
 // randint(k_j - 1, other_bits(k_j)) from `bits` (grr_one's draw).  k_common > 2: every column
 // with k > 2 has that domain, so the draws share one (k, b) and go together.
@@ -168,24 +190,28 @@ __device__ void grr_warp(const I* xr, I* o, int64_t d, const int64_t* k, const u
 
 template <class I>
 __device__ void grr_k(const I* x, I* out, int64_t n, int64_t d, const int64_t* k, const uint64_t* T, int64_t k_common,
-                      const uint64_t* seeds, unsigned long long* bad) {
+                      const RowKeys& rk, unsigned long long* bad) {
     __shared__ uint32_t win[WARPS_PER_BLOCK * WIN_WORDS];
-    const int64_t i = thread_index() >> 5;  // warp-uniform
-    if (i >= n) return;
-    const uint64_t seed = seeds[i];
-    WarpBits bits(win + (threadIdx.x >> 5) * WIN_WORDS, seed, STREAM_GRR, 0, SUB_GRR_BITS);
-    grr_warp(x + i * d, out + i * d, d, k, T, k_common, seed, i, SUB_GRR_KEEP, bits, bad);
+    uint32_t* wwin = win + (threadIdx.x >> 5) * WIN_WORDS;
+    keyed_rows(x, n, d * (int64_t)sizeof(I), rk, [&](int64_t i, uint64_t seed) {
+        WarpBits bits(wwin, seed, STREAM_GRR, 0, SUB_GRR_BITS);
+        grr_warp(x + i * d, out + i * d, d, k, T, k_common, seed, i, SUB_GRR_KEEP, bits, bad);
+    });
 }
 
 extern "C" __global__ void grr_i32(const int32_t* x, int32_t* out, int64_t n, int64_t d, const int64_t* k,
-                                   const uint64_t* T, int64_t k_common, const uint64_t* seeds,
+                                   const uint64_t* T, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids,
                                    unsigned long long* bad) {
-    grr_k(x, out, n, d, k, T, k_common, seeds, bad);
+    grr_k(x, out, n, d, k, T, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
 }
 extern "C" __global__ void grr_i64(const int64_t* x, int64_t* out, int64_t n, int64_t d, const int64_t* k,
-                                   const uint64_t* T, int64_t k_common, const uint64_t* seeds,
+                                   const uint64_t* T, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids,
                                    unsigned long long* bad) {
-    grr_k(x, out, n, d, k, T, k_common, seeds, bad);
+    grr_k(x, out, n, d, k, T, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
 }
 
 // GRR-FS, m < d: fs_slots, fs_select and fs_finish of one row, by a warp.
@@ -195,17 +221,10 @@ extern "C" __global__ void grr_i64(const int64_t* x, int64_t* out, int64_t n, in
 //   finish: the r-th sampled column in column order takes keep word r of (row, 2) (an address:
 //           its lane makes that block), and the draws of (row, 4) go in column order.
 template <class I>
-__device__ void grr_fs_k(const I* x, I* out, int64_t n, int64_t d, const int64_t* k, const uint64_t* T, int64_t m,
-                         int64_t k_common, const uint64_t* seeds, unsigned long long* bad) {
-    __shared__ uint32_t win[2 * WARPS_PER_BLOCK * WIN_WORDS];
-    const int64_t i = thread_index() >> 5;  // warp-uniform
-    if (i >= n) return;
-    const uint64_t seed = seeds[i];
+__device__ void grr_fs_row(const I* xr, I* o, int64_t d, const int64_t* k, const uint64_t* T, int64_t m,
+                           int64_t k_common, uint64_t seed, int64_t i, uint32_t* wslot, unsigned long long* bad) {
     const int lane = lane_id();
-    uint32_t* wslot = win + (threadIdx.x >> 5) * (2 * WIN_WORDS);
     WarpBits over(wslot + WIN_WORDS, seed, STREAM_GRR, 0, SUB_FS_OVER);
-    const I* xr = x + i * d;
-    I* o = out + i * d;
     if (m == d) {
         grr_warp(xr, o, d, k, T, k_common, seed, i, SUB_FS_KEEP, over, bad);
         return;
@@ -265,73 +284,98 @@ __device__ void grr_fs_k(const I* x, I* out, int64_t n, int64_t d, const int64_t
     }
 }
 
-extern "C" __global__ void grr_fs_i32(const int32_t* x, int32_t* out, int64_t n, int64_t d, const int64_t* k,
-                                      const uint64_t* T, int64_t m, int64_t k_common, const uint64_t* seeds,
-                                      unsigned long long* bad) {
-    grr_fs_k(x, out, n, d, k, T, m, k_common, seeds, bad);
-}
-extern "C" __global__ void grr_fs_i64(const int64_t* x, int64_t* out, int64_t n, int64_t d, const int64_t* k,
-                                      const uint64_t* T, int64_t m, int64_t k_common, const uint64_t* seeds,
-                                      unsigned long long* bad) {
-    grr_fs_k(x, out, n, d, k, T, m, k_common, seeds, bad);
+template <class I>
+__device__ void grr_fs_k(const I* x, I* out, int64_t n, int64_t d, const int64_t* k, const uint64_t* T, int64_t m,
+                         int64_t k_common, const RowKeys& rk, unsigned long long* bad) {
+    __shared__ uint32_t win[2 * WARPS_PER_BLOCK * WIN_WORDS];
+    uint32_t* wslot = win + (threadIdx.x >> 5) * (2 * WIN_WORDS);
+    keyed_rows(x, n, d * (int64_t)sizeof(I), rk, [&](int64_t i, uint64_t seed) {
+        grr_fs_row(x + i * d, out + i * d, d, k, T, m, k_common, seed, i, wslot, bad);
+    });
 }
 
-// 1-bit (sub = SUB_ONEBIT) and multi-bit with m = d (sub = SUB_MULTIBIT): thread = (row, block).
+extern "C" __global__ void grr_fs_i32(const int32_t* x, int32_t* out, int64_t n, int64_t d, const int64_t* k,
+                                      const uint64_t* T, int64_t m, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids,
+                                      unsigned long long* bad) {
+    grr_fs_k(x, out, n, d, k, T, m, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+}
+extern "C" __global__ void grr_fs_i64(const int64_t* x, int64_t* out, int64_t n, int64_t d, const int64_t* k,
+                                      const uint64_t* T, int64_t m, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids,
+                                      unsigned long long* bad) {
+    grr_fs_k(x, out, n, d, k, T, m, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+}
+
+// 1-bit (sub = SUB_ONEBIT) and multi-bit with m = d (sub = SUB_MULTIBIT): lane l of the row's
+// warp takes Philox blocks l, l + 32, ... (columns 4 q .. 4 q + 3), checking their values first.
 template <class F>
 __device__ void onebit_k(const F* x, int8_t* out, int64_t n, int64_t d, double alpha, double beta, uint64_t T_lo,
-                         double span, const uint64_t* seeds, uint32_t sub, unsigned long long* bad) {
+                         double span, const RowKeys& rk, uint32_t sub, unsigned long long* bad) {
     const int64_t nq = (d + 3) / 4;
-    const int64_t t = thread_index();
-    if (t >= n * nq) return;
-    const int64_t i = t / nq, q = t % nq;
-    for (int64_t j = 4 * q; j < 4 * q + 4 && j < d; ++j)
-        if (outside_range(x[i * d + j], alpha, beta)) {
-            atomicMin(bad, (unsigned long long)(i * d + j));
-            break;
+    keyed_rows(x, n, d * (int64_t)sizeof(F), rk, [&](int64_t i, uint64_t seed) {
+        for (int64_t q = lane_id(); q < nq; q += 32) {
+            for (int64_t j = 4 * q; j < 4 * q + 4 && j < d; ++j)
+                if (outside_range(x[i * d + j], alpha, beta)) {
+                    atomicMin(bad, (unsigned long long)(i * d + j));
+                    break;
+                }
+            onebit_block(x + i * d, out + i * d, d, q, alpha, beta, T_lo, span, seed, sub, 0);
         }
-    onebit_block(x + i * d, out + i * d, d, q, alpha, beta, T_lo, span, seeds[i], sub, 0);
+    });
 }
 
 extern "C" __global__ void onebit_f32(const float* x, int8_t* out, int64_t n, int64_t d, double alpha, double beta,
-                                      uint64_t T_lo, double span, const uint64_t* seeds, uint32_t sub,
+                                      uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids, uint32_t sub,
                                       unsigned long long* bad) {
-    onebit_k(x, out, n, d, alpha, beta, T_lo, span, seeds, sub, bad);
+    onebit_k(x, out, n, d, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, sub, bad);
 }
 extern "C" __global__ void onebit_f64(const double* x, int8_t* out, int64_t n, int64_t d, double alpha,
-                                      double beta, uint64_t T_lo, double span, const uint64_t* seeds, uint32_t sub,
+                                      double beta, uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids, uint32_t sub,
                                       unsigned long long* bad) {
-    onebit_k(x, out, n, d, alpha, beta, T_lo, span, seeds, sub, bad);
+    onebit_k(x, out, n, d, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, sub, bad);
 }
 
 template <class F>
 __device__ void multibit_k(const F* x, int8_t* out, int64_t n, int64_t d, int64_t m, double alpha, double beta,
-                           uint64_t T_lo, double span, const uint64_t* seeds, unsigned long long* bad) {
-    const int64_t i = thread_index() >> 5;  // warp-uniform
-    if (i >= n) return;
+                           uint64_t T_lo, double span, const RowKeys& rk, unsigned long long* bad) {
     const int lane = lane_id();
-    const F* xr = x + i * d;
-    int8_t* o = out + i * d;
-    bool flagged = false;  // a lane reports its first bad column (atomicMin keeps the row's first)
-    for (int64_t j = lane; j < d; j += 32) {
-        o[j] = 0;
-        if (!flagged && outside_range(xr[j], alpha, beta)) {
-            atomicMin(bad, (unsigned long long)(i * d + j));
-            flagged = true;
+    keyed_rows(x, n, d * (int64_t)sizeof(F), rk, [&](int64_t i, uint64_t seed) {
+        const F* xr = x + i * d;
+        int8_t* o = out + i * d;
+        bool flagged = false;  // a lane reports its first bad column (atomicMin keeps the row's first)
+        for (int64_t j = lane; j < d; j += 32) {
+            o[j] = 0;
+            if (!flagged && outside_range(xr[j], alpha, beta)) {
+                atomicMin(bad, (unsigned long long)(i * d + j));
+                flagged = true;
+            }
         }
-    }
-    __syncwarp();
-    if (lane == 0) multibit_pick<Cell>(xr, o, d, m, alpha, beta, T_lo, span, seeds[i], 0);
+        __syncwarp();
+        if (lane == 0) multibit_pick<Cell>(xr, o, d, m, alpha, beta, T_lo, span, seed, 0);
+        __syncwarp();  // the row is done before the warp's next row
+    });
 }
 
 extern "C" __global__ void multibit_f32(const float* x, int8_t* out, int64_t n, int64_t d, int64_t m, double alpha,
-                                        double beta, uint64_t T_lo, double span, const uint64_t* seeds,
+                                        double beta, uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids,
                                         unsigned long long* bad) {
-    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, seeds, bad);
+    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
 }
 extern "C" __global__ void multibit_f64(const double* x, int8_t* out, int64_t n, int64_t d, int64_t m,
-                                        double alpha, double beta, uint64_t T_lo, double span, const uint64_t* seeds,
+                                        double alpha, double beta, uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
+                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+                                   int64_t* seeds_out, int64_t* rids,
                                         unsigned long long* bad) {
-    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, seeds, bad);
+    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
 }
 
 template <class I>

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import _suffix, _via_core
+from ._core import NULL, _suffix, _via_core
 
 _launch, _ptr = _via_core("_launch"), _via_core("_ptr")
 
@@ -35,6 +35,34 @@ def _seeds(seeds, x):
             or tuple(seeds.shape) != (n,) or not seeds.is_contiguous()):
         raise ValueError(f"seeds: expected a contiguous int64 tensor of {n} per-row seeds on {x.device}")
     return _ptr(seeds)
+
+
+ROWS_PER_WARP = 8  # features.cu keyed_rows
+
+
+def _row_keys(seeds, x) -> tuple:
+    """The kernels' RowKeys arguments (csrc/common/userkey.h): given per-row seeds (a tensor), or
+    a :class:`ldpfast.privacy.users.KernelKeys`, whose seeds the kernel derives from each row's
+    bytes as it reads the row (and writes to ``seeds``, and report ids to ``rids`` if asked)."""
+    import torch
+
+    zero = (np.uint64(0),) * 6
+    if isinstance(seeds, torch.Tensor):
+        return (_seeds(seeds, x), NULL, NULL, *zero, NULL, NULL)
+    kk, n = seeds, x.shape[0]
+    for t, name in ((kk.keys, "keys"), (kk.seeds, "seeds"), (kk.extra, "extra"), (kk.rids, "rids")):
+        if t is not None and (t.dtype != torch.int64 or tuple(t.shape) != (n,) or t.device != x.device
+                              or not t.is_contiguous()):
+            raise ValueError(f"{name}: expected a contiguous int64 tensor of {n} on {x.device}")
+    c = kk.ctx
+    return (NULL, _ptr(kk.keys), NULL if kk.extra is None else _ptr(kk.extra),
+            *(np.uint64(v) for v in (c.k_nh, c.k_pad, c.k_prf, c.k_a, c.k_b, c.k_c)),
+            _ptr(kk.seeds), NULL if kk.rids is None else _ptr(kk.rids))
+
+
+def _warps(n: int) -> int:
+    """Threads of a launch with a warp per ROWS_PER_WARP rows."""
+    return -(-n // ROWS_PER_WARP) * 32
 
 
 def _cat_args(x, k, thresholds, out):
@@ -83,9 +111,9 @@ def grr(x, k, thresholds, seeds, out) -> int:
     kd, Td = _cat_args(x, k, thresholds, out)
     n, d = x.shape
     bad = _bad_flag(x)
-    _launch("features", f"grr_{_suffix(x, 'x')}", n * 32,  # a warp per row
+    _launch("features", f"grr_{_suffix(x, 'x')}", _warps(n),
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
-             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), _seeds(seeds, x), _ptr(bad)),
+             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), *_row_keys(seeds, x), _ptr(bad)),
             x.device)
     return _first_bad(bad)
 
@@ -97,9 +125,9 @@ def grr_fs(x, k, thresholds, m, seeds, out) -> int:
     if not 1 <= m <= d:
         raise ValueError("m: expected an int in [1, d]")
     bad = _bad_flag(x)
-    _launch("features", f"grr_fs_{_suffix(x, 'x')}", n * 32,  # a warp per row
+    _launch("features", f"grr_fs_{_suffix(x, 'x')}", _warps(n),
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m),
-             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), _seeds(seeds, x), _ptr(bad)),
+             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), *_row_keys(seeds, x), _ptr(bad)),
             x.device)
     return _first_bad(bad)
 
@@ -124,9 +152,9 @@ _SUB_ONEBIT, _SUB_MULTIBIT = 0, 1  # csrc/common/features.h
 def _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, sub) -> int:
     n, d = x.shape
     bad = _bad_flag(x)
-    _launch("features", f"onebit_{_suffix(x, 'x')}", n * ((d + 3) // 4),
+    _launch("features", f"onebit_{_suffix(x, 'x')}", _warps(n),
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
-             np.uint64(t_lo), np.float64(span), _seeds(seeds, x), np.uint32(sub), _ptr(bad)), x.device)
+             np.uint64(t_lo), np.float64(span), *_row_keys(seeds, x), np.uint32(sub), _ptr(bad)), x.device)
     return _first_bad(bad)
 
 
@@ -143,12 +171,12 @@ def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out) -> int:
     n, d = x.shape
     if not 1 <= m <= d:
         raise ValueError("m: expected an int in [1, d]")
-    if m == d:  # multibit_row's m = d case, one thread per Philox block instead of per row
+    if m == d:  # multibit_row's m = d case: the lanes take Philox blocks, not Floyd's draws
         return _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_MULTIBIT)
     bad = _bad_flag(x)
-    _launch("features", f"multibit_{_suffix(x, 'x')}", n * 32,  # a warp per row
+    _launch("features", f"multibit_{_suffix(x, 'x')}", _warps(n),
             (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
-             np.float64(beta), np.uint64(t_lo), np.float64(span), _seeds(seeds, x), _ptr(bad)), x.device)
+             np.float64(beta), np.uint64(t_lo), np.float64(span), *_row_keys(seeds, x), _ptr(bad)), x.device)
     return _first_bad(bad)
 
 

@@ -127,11 +127,13 @@ def _kernel_input(x: torch.Tensor, backend: str | None, check) -> tuple:
     return K, name, xc, view
 
 
-def _checked(name: str, check, K, xa, bad) -> None:
+def _checked(name: str, check, K, xa, bad, keying=None, seeds=None) -> None:
     """After a CUDA mechanism kernel: raise as ``check`` would from the first bad flat index it
-    flagged (its output is then discarded with the exception; the input is never written)."""
+    flagged (its output is then discarded with the exception; the input is never written), else
+    record the release whose seeds the kernel derived (``seeds``: the :func:`_seeds_for` it got)."""
     if name == "cuda":
         check(K, xa, bad=bad)
+        keying.record(seeds)
 
 
 def _check_values_in_domain(K, xa, k: np.ndarray, name: str = "x", bad: int | None = None) -> None:
@@ -158,10 +160,14 @@ def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x", ba
                          f"[alpha, beta] = [{alpha}, {beta}]")
 
 
-def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str, extra=None):
+def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str, extra=None, fused=True):
     """Per-row report seeds of one release (:mod:`ldpfast.privacy.users`), each row's input
-    being its own row of ``x``: a NumPy uint64 view for the CPU kernels, the int64 tensor
-    itself for CUDA."""
+    being its own row of ``x``: a NumPy uint64 view for the CPU kernels; for CUDA the release's
+    :class:`~ldpfast.privacy.users.KernelKeys`, the kernel deriving each row's seed as it reads
+    the row (one pass over ``x``; :func:`_checked` records the release after the launch).
+    ``fused=False``: the seeds themselves on CUDA too (an int64 tensor; the label kernel)."""
+    if name == "cuda" and fused:
+        return keying.kernel_keys(mechanism, params, x.shape[0], x.device, extra=extra)
     seeds = keying.seeds(mechanism, params, x.shape[0], x.device, rows=x, extra=extra)
     return seeds if name == "cuda" else seeds.numpy().view(np.uint64)
 
@@ -246,7 +252,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=No
     K, name, xc, view = _kernel_input(x2, backend, check)
     seeds = _seeds_for(keying, "grr", {"eps": eps, "k": _domain_param(kk), "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    _checked(name, check, K, view(xc), K.grr(view(xc), kk, T, seeds, view(out)))
+    _checked(name, check, K, view(xc), K.grr(view(xc), kk, T, seeds, view(out)), keying, seeds)
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
                   params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": name,
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
@@ -312,7 +318,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     seeds = _seeds_for(keying, "grr_fs", {"eps_x": eps_x, "m": m, "k": _domain_param(gam),
                                           "accounting": accounting, "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    _checked(name, check, K, view(xc), K.grr_fs(view(xc), gam, T, m, seeds, view(out)))
+    _checked(name, check, K, view(xc), K.grr_fs(view(xc), gam, T, m, seeds, view(out)), keying, seeds)
     exact = grr_fs_epsilon_exact(eps_x, m, d)
     thm1 = grr_fs_epsilon(eps_x, m, d)
     if accounting == "exact":
@@ -393,7 +399,7 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     seeds = _seeds_for(keying, "onebit", {"eps": eps, "alpha": alpha, "beta": beta, "d": d,
                                           "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    _checked(name, check, K, view(xc), K.onebit(view(xc), alpha, beta, t_lo, span, seeds, view(out)))
+    _checked(name, check, K, view(xc), K.onebit(view(xc), alpha, beta, t_lo, span, seeds, view(out)), keying, seeds)
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
                           "backend": name,
@@ -452,7 +458,7 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     seeds = _seeds_for(keying, "multibit", {"eps": eps, "m": m, "alpha": alpha, "beta": beta, "d": d,
                                             "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    _checked(name, check, K, view(xc), K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seeds, view(out)))
+    _checked(name, check, K, view(xc), K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seeds, view(out)), keying, seeds)
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
                           "backend": name,

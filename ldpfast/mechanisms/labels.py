@@ -91,7 +91,7 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
         check()
     T = grr_threshold(eps, c)
     seeds = _seeds_for(keying, "rr_labels", {"eps": eps, "num_classes": c, "dtype": str(yc.dtype)}, yc, name,
-                       extra=m)
+                       extra=m, fused=False)
     out = torch.empty_like(yc)
     view = _array_view(device)
     first = K.rr_labels(view(yc), view(m), c, T, seeds, view(out))

@@ -256,6 +256,21 @@ def _checked_keys(user_keys, n: int, device, name: str = "user_keys") -> torch.T
     return keys
 
 
+class KernelKeys:
+    """One release's keys handed to a kernel that derives each row's seed itself
+    (:meth:`Keying.kernel_keys`): ``ctx`` (a :class:`ReportContext`), ``keys`` (int64 user keys),
+    ``extra`` (int64 per-user flags or None), and the outputs ``seeds`` and ``rids`` (None
+    unless a store asks for report ids).  Lives for one call; never stored."""
+
+    __slots__ = ("ctx", "extra", "keys", "rids", "seeds")
+
+    def __init__(self, ctx, keys, extra, seeds, rids):
+        self.ctx, self.keys, self.extra, self.seeds, self.rids = ctx, keys, extra, seeds, rids
+
+    def __repr__(self) -> str:  # never the keys
+        return f"KernelKeys({self.ctx!r}, n={self.keys.shape[0]})"
+
+
 class Keying:
     """Who the rows of one mechanism call are, and the secret they report under.
 
@@ -318,6 +333,25 @@ class Keying:
         self.last = (ctx, keys, ids)
         self.last_seeds = seeds  # in memory only, for the specification tests
         return seeds
+
+    def kernel_keys(self, mechanism: str, params: dict, n: int, device, *, extra=None) -> KernelKeys:
+        """What a kernel that derives its rows' seeds itself needs (the CUDA feature kernels: each
+        row is digested and randomised in one pass): the release's keys, the user keys and the
+        buffers for the seeds and report ids.  Call :meth:`record` after the launch."""
+        keys = self.keys(n, device)
+        if extra is not None:
+            extra = extra.to(torch.int64).contiguous()
+            if extra.shape != (n,):
+                raise ValueError(f"extra: expected {n} per-user flags")
+        seeds = torch.empty(n, dtype=torch.int64, device=keys.device)
+        rids = torch.empty(n, dtype=torch.int64, device=keys.device) if self.ids else None
+        return KernelKeys(self.context(mechanism, params), keys, extra, seeds, rids)
+
+    def record(self, kk: KernelKeys) -> None:
+        """After a launch with :meth:`kernel_keys`: the release as :meth:`seeds` records it."""
+        ids = None if kk.rids is None else kk.rids.cpu().numpy().view(np.uint64)
+        self.last = (kk.ctx, kk.keys, ids)
+        self.last_seeds = kk.seeds  # in memory only, for the specification tests
 
     def set_seeds(self, mechanism: str, params: dict, rowptr, col, *, extra=None, node_keys=None) -> torch.Tensor:
         """Per-row seeds whose input is each row's set of neighbours' keys (:func:`set_report_keys`;
