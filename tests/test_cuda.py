@@ -254,6 +254,8 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
         _cuda.check_categorical(x, k)
         y = x[:, 0].contiguous()
         _cuda.rr_labels(y, torch.ones(6, dtype=torch.bool), 2, 2**31, sd, torch.empty_like(y))
+        kl = Keying(5, ids=True).kernel_keys("rr_labels", {}, 6, "cpu", extra=torch.ones(6, dtype=torch.bool))
+        _cuda.rr_labels(y, torch.ones(6, dtype=torch.bool), 2, 2**31, kl, torch.empty_like(y))
     for ft in (torch.float32, torch.float64):
         xf = torch.rand(6, 5, dtype=ft)
         o8 = torch.empty(6, 5, dtype=torch.int8)
@@ -363,7 +365,7 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("synth_", 11), ("synth_", 12), ("synth_", 13),
                ("report_", 1), ("report_", 2), ("report_", 8),
                # RowKeys: given seeds (user keys, extra, seeds out, ids null) or derived (seeds in null)
-               *((f, i0 + j) for f, i0 in (("grr_", 7), ("grr_fs_", 8), ("onebit_", 8), ("multibit_", 9))
+               *((f, i0 + j) for f, i0 in (("grr_", 7), ("grr_fs_", 8), ("onebit_", 8), ("multibit_", 9), ("rr_labels_", 6))
                  for j in (0, 1, 2, 9, 10))}
     family = {k: "spmm_" if k.startswith("spmm_") else k.rsplit("_", 1)[0] + "_" for k, _ in nulls}
     assert nulls and {(family[k], i) for k, i in nulls} <= allowed, nulls

@@ -217,3 +217,31 @@ def test_emulated_mechanisms_derive_the_seeds_in_their_own_pass(emulated, monkey
                 assert torch.equal(got_k.last_seeds, want_k.last_seeds), key
                 assert np.array_equal(got_k.last[2], want_k.last[2]), key
                 assert len(emulated) == 1, (key, emulated)  # one kernel: digest, chain, reports
+
+
+def test_emulated_rr_labels_derives_the_seeds_in_its_own_pass(emulated, monkeypatch):
+    # rr_labels on the CUDA path: a thread per node digests its label, runs its chain (the label
+    # mask is part of the user's flags) and randomises, in one kernel; equal to the C++ path.
+    from ldpfast.mechanisms import labels as L
+    from ldpfast.privacy.users import Keying
+
+    g = np.random.default_rng(4)
+    for n, dt, c in ((300, torch.int64, 7), (1000, torch.int32, 2)):
+        y = torch.from_numpy(g.integers(0, c, n)).to(dt)
+        mask = torch.from_numpy(g.random(n) < 0.6)
+        uk = torch.from_numpy(g.permutation(10**6)[:n].astype(np.int64))
+        for user_keys in (None, uk):
+            for msk in (None, mask):
+                want_k = Keying(3, user_keys=user_keys, ids=True)
+                want, _ = L.rr_labels(y, c, 1.0, mask=msk, _keying=want_k)
+                with monkeypatch.context() as mp:
+                    mp.setattr(L, "_kernels", lambda device, backend: (_cuda, "cuda"))
+                    mp.setattr(L, "_array_view", lambda device: (lambda t: t))
+                    got_k = Keying(3, user_keys=user_keys, ids=True)
+                    emulated.clear()
+                    got, _ = L.rr_labels(y, c, 1.0, mask=msk, _keying=got_k)
+                key = (n, c, user_keys is None, msk is None)
+                assert torch.equal(got, want), key
+                assert torch.equal(got_k.last_seeds, want_k.last_seeds), key
+                assert np.array_equal(got_k.last[2], want_k.last[2]), key
+                assert emulated == [f"rr_labels_{'i64' if dt == torch.int64 else 'i32'}"], key

@@ -83,6 +83,18 @@ struct RowKeys {
     int64_t* rids;
 };
 
+// Row i's seed by one thread (rows of a few bytes: a label): the digest of its nbytes at p, its
+// chain, and the seed / report id written out where rk asks.  K: the NH keys of rk.k_nh.
+LDP_HD uint64_t thread_row_seed(const uint8_t* p, int64_t nbytes, int64_t i, const RowKeys& rk, const uint32_t* K) {
+    if (rk.seeds_in) return (uint64_t)rk.seeds_in[i];
+    uint64_t s0, s1, seed, rid;
+    row_digest(p, nbytes, K, rk.k_pad, rk.k_prf, s0, s1);
+    report_key(rk.ukeys[i], rk.extra ? (uint64_t)rk.extra[i] : 0, s0, s1, rk.k_a, rk.k_b, rk.k_c, seed, rid);
+    if (rk.seeds_out) rk.seeds_out[i] = (int64_t)seed;
+    if (rk.rids) rk.rids[i] = (int64_t)rid;
+    return seed;
+}
+
 #if defined(__CUDACC__) || defined(LDP_CUDA_EMULATION)
 // The NH keys of rk into shared K, by the whole block (every thread must call it).
 __device__ __forceinline__ void row_keys_nh(const RowKeys& rk, uint32_t* K) {

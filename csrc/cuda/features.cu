@@ -21,7 +21,8 @@
 //   first derives them from the rows' bytes (uk::warp_row_seeds: the warp digests each row with
 //   coalesced loads, lanes 0-7 run the 8 chains), then randomises the rows one after another,
 //   re-reading each from cache: x crosses DRAM once.
-// * rr_labels: a thread per node (masked labels checked in the same pass).
+// * rr_labels: a thread per node, which also digests its label and runs its chain (unless the
+//   seeds are given) and checks it if masked: one pass.
 // * The mechanisms check their input in the same pass: bad[0] (all ones on entry) becomes the
 //   smallest bad flat index (atomicMin, whatever the thread order), the C++ check's answer; the
 //   caller reads it once after the launch and discards the output if it is set.  check_* stay
@@ -379,23 +380,32 @@ extern "C" __global__ void multibit_f64(const double* x, int8_t* out, int64_t n,
 }
 
 template <class I>
-__device__ void rr_labels_k(const I* y, const bool* mask, I* out, int64_t n, uint64_t c, uint64_t T, const uint64_t* seeds,
+__device__ void rr_labels_k(const I* y, const bool* mask, I* out, int64_t n, uint64_t c, uint64_t T, const RowKeys& rk,
                             unsigned long long* bad) {
+    __shared__ uint32_t K[fp::KEY_WORDS];
+    uk::row_keys_nh(rk, K);  // the whole block, before any thread leaves
     const int64_t i = thread_index();
     if (i >= n) return;
     const I v = y[i];
     const bool masked = mask[i];
     if (masked && outside_domain(v, (int64_t)c)) atomicMin(bad, (unsigned long long)i);
-    out[i] = rr_label(v, masked, c, T, seeds[i], 0);
+    const uint64_t seed = uk::thread_row_seed((const uint8_t*)(y + i), (int64_t)sizeof(I), i, rk, K);
+    out[i] = rr_label(v, masked, c, T, seed, 0);
 }
 
 extern "C" __global__ void rr_labels_i32(const int32_t* y, const bool* mask, int32_t* out, int64_t n, uint64_t c,
-                                         uint64_t T, const uint64_t* seeds, unsigned long long* bad) {
-    rr_labels_k(y, mask, out, n, c, T, seeds, bad);
+                                         uint64_t T, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+                                         uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b,
+                                         uint64_t k_c, int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    rr_labels_k(y, mask, out, n, c, T, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids},
+                bad);
 }
 extern "C" __global__ void rr_labels_i64(const int64_t* y, const bool* mask, int64_t* out, int64_t n, uint64_t c,
-                                         uint64_t T, const uint64_t* seeds, unsigned long long* bad) {
-    rr_labels_k(y, mask, out, n, c, T, seeds, bad);
+                                         uint64_t T, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+                                         uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b,
+                                         uint64_t k_c, int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    rr_labels_k(y, mask, out, n, c, T, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids},
+                bad);
 }
 
 // Checks alone: first[0] (all ones on entry) becomes the smallest bad flat index, whatever the

@@ -200,7 +200,7 @@ def rr_labels(y, mask, num_classes, threshold, seeds, out) -> int:
     bad = _bad_flag(y)
     _launch("features", f"rr_labels_{_suffix(y, 'y')}", n,
             (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
-             np.uint64(threshold), _seeds(seeds, y), _ptr(bad)), y.device)
+             np.uint64(threshold), *_row_keys(seeds, y), _ptr(bad)), y.device)
     return _first_bad(bad)
 
 

@@ -160,16 +160,15 @@ def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x", ba
                          f"[alpha, beta] = [{alpha}, {beta}]")
 
 
-def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str, extra=None, fused=True):
+def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str, extra=None):
     """Per-row report seeds of one release (:mod:`ldpfast.privacy.users`), each row's input
     being its own row of ``x``: a NumPy uint64 view for the CPU kernels; for CUDA the release's
     :class:`~ldpfast.privacy.users.KernelKeys`, the kernel deriving each row's seed as it reads
-    the row (one pass over ``x``; :func:`_checked` records the release after the launch).
-    ``fused=False``: the seeds themselves on CUDA too (an int64 tensor; the label kernel)."""
-    if name == "cuda" and fused:
+    the row (one pass over ``x``; the caller records the release after the launch,
+    :func:`_checked`)."""
+    if name == "cuda":
         return keying.kernel_keys(mechanism, params, x.shape[0], x.device, extra=extra)
-    seeds = keying.seeds(mechanism, params, x.shape[0], x.device, rows=x, extra=extra)
-    return seeds if name == "cuda" else seeds.numpy().view(np.uint64)
+    return keying.seeds(mechanism, params, x.shape[0], x.device, rows=x, extra=extra).numpy().view(np.uint64)
 
 
 _KEYING_DOC = """seed : int, optional

@@ -91,12 +91,13 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
         check()
     T = grr_threshold(eps, c)
     seeds = _seeds_for(keying, "rr_labels", {"eps": eps, "num_classes": c, "dtype": str(yc.dtype)}, yc, name,
-                       extra=m, fused=False)
+                       extra=m)
     out = torch.empty_like(yc)
     view = _array_view(device)
     first = K.rr_labels(view(yc), view(m), c, T, seeds, view(out))
-    if name == "cuda":
+    if name == "cuda":  # the kernel checked the labels and derived the seeds (seeds: KernelKeys)
         check(first)
+        keying.record(seeds)
     p, q = grr_probs(eps, c)
     spent = Spent("rr_labels", "labels", eps, guarantee="eps-LDP per node",
                   params={"num_classes": c, "p": p, "q": q, "num_randomised": int(m.sum()),
