@@ -447,7 +447,8 @@ def write_report(a, argv, B: Bench, facts: dict, graphs: dict, t_start: float, i
                            "CUDA events between synchronize() calls")
                 + "; median of `repeat` epochs after the warm-up (one epoch when it estimates one > long_epoch_s)"}
     payload = {"name": name, "command": command, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-               "environment": env, "settings": settings, "graphs": graphs, "rows": B.rows}
+               "environment": env, "settings": settings, "graphs": graphs, "rows_in_error": B.errors,
+               "rows": B.rows}
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
     table = markdown_table([{c: r[c] for c in COLUMNS if c in r} for r in B.rows])
     gl = "\n".join(f"- {g}: {f}" for g, f in graphs.items()) or "- (none)"
