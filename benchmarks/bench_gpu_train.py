@@ -458,13 +458,10 @@ def write_report(a, argv, B: Bench, facts: dict, graphs: dict, t_start: float, i
         f"epochs after a warm-up); peak memory over the timed epochs; time_vs_gcn = median / the plain PyG "
         f"GCN epoch on the same graph.\n\n{table}\n")
     print(table, flush=True)
-    log(f"done in {env['wall_s']:.0f} s; wrote {out / name}.json and .md")
-    if interrupted:
-        return 3
-    if B.errors:
-        log(f"{B.errors} row(s) raised an error (see 'error' in the JSON): exit status 2")
-        return 2
-    return 0
+    status = 3 if interrupted else 2 if B.errors else 0  # bench_gpu.py's convention
+    log(f"done in {env['wall_s']:.0f} s; wrote {out / name}.json and .md; {B.errors} row(s) in error "
+        f"(see 'error' in the JSON); exit status {status}")
+    return status
 
 
 if __name__ == "__main__":
