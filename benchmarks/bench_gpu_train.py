@@ -366,7 +366,7 @@ def measure(a, B: Bench, graphs: dict) -> None:
         graphs[gname] = G.facts
         log(f"graph {gname}: {G.n} nodes, {G.csr.nnz // 2} undirected edges, d={G.x.shape[1]}, "
             f"{G.num_classes} classes (generated in {G.facts['generate_s']} s)")
-        for m in sorted(a.methods, key=METHODS.index):
+        for m in [m for m in METHODS if m in a.methods]:  # gcn first, each method once
             measure_row(B, G, m, a)
         base = next((r for r in B.rows if r.get("graph") == gname and r["method"] == "gcn" and "median_s" in r), None)
         for r in B.rows:
@@ -398,6 +398,7 @@ def main(argv=None) -> int:
         ap.error("--repeat: expected >= 1")
     if a.hidden < 1:
         ap.error("--hidden: expected >= 1")
+    a.graphs, a.methods = list(dict.fromkeys(a.graphs)), list(dict.fromkeys(a.methods))  # each once
     global DEV
     if a.cpu_dry_run:
         DEV, a.quick, a.gen_device, a.repeat = "cpu", True, "cpu", 1
