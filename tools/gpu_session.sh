@@ -10,9 +10,13 @@
 #                                             # ../shared/datasets -> .gpu_data/ (both ignored)
 # Then through the device tool, carry [".whl", ".gpu_data"], timeout_s about BUDGET + 40:
 #     GPU_SESSION_BUDGET=520 bash tools/gpu_session.sh [STEP...]
-#     STEP in: info cuda cpu bench demo repro ddp (default: all but ddp; `cpu` runs in the background
-#     beside `cuda`, and the benchmark waits for it, keeping 90 s for itself and the rest, so
-#     its timings see a quiet host)
+#     STEP in: info cuda cpu bench demo repro ddp train (default: all but ddp and train; `cpu` runs
+#     in the background beside `cuda`, and the benchmarks wait for it, keeping 90 s for themselves
+#     and the rest, so their timings see a quiet host)
+#     `train` (issue 32 part 5): benchmarks/bench_gpu_train.py, one training epoch of LPGNN and
+#     HeterPoisson DP-SGD beside a plain PyG GCN epoch on the products-sized and Orkut-like
+#     graphs, JSON/MD into the logs.  Never run yet; its time is estimated (not measured) at
+#     2-4 minutes, so name it alone, e.g. GPU_SESSION_BUDGET=400 bash tools/gpu_session.sh info train
 # Timings seen on an H200 (2026-11-26): build 31-38 s; -m cuda alone 75 s; the CPU suite under
 # -n 10 227 s; bench 26 s (Orkut-like generated in 4 s); demo 17 s; repro cells 21 s.  So the
 # default run fits BUDGET=480 (about 8.5 minutes of device time with the machine's start).
@@ -140,6 +144,13 @@ has demo && { run "demo --device cuda" 60 35 ldpfast demo --device cuda --seed 7
     > "$LOG/${stamp}_demo.log" 2>&1; tail -6 "$LOG/${stamp}_demo.log"; }
 has repro && { run "repro cells" 60 8 python3 tools/gpu_repro_cells.py --out "$LOG" > "$LOG/${stamp}_repro.log" 2>&1
     tail -8 "$LOG/${stamp}_repro.log"; }
+if has train; then  # after the rest: its rows only need a quiet host, not a reserve behind them
+    [[ -n $cpu_pid ]] && { wait_cpu "$(cap 300 90)" || note "train starts with the CPU suite still running"; }
+    run bench_gpu_train 300 6 python3 benchmarks/bench_gpu_train.py --repeat 3 --out "$LOG" \
+        > "$LOG/${stamp}_bench_gpu_train.log" 2>&1
+    grep -E "ERROR|skipped|exit status" "$LOG/${stamp}_bench_gpu_train.log" | head -20
+    sed -n '/^| graph /,/^$/p' "$LOG/${stamp}_bench_gpu_train.log" | head -12
+fi
 if [[ -n $cpu_pid ]]; then
     wait_cpu "$(cap 300 6)" || { note "cpu suite still running at the deadline: stopping it"
         pkill -f "pytest -q -p no:cacheprovider -m not cuda"; }
