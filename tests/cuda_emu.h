@@ -22,6 +22,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__
+#define __launch_bounds__(...)
 
 struct EmuDim {
     unsigned x, y, z;

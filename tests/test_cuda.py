@@ -221,7 +221,7 @@ def _kernel_signatures():
     sigs = {}
     for cu in CU_FILES:
         src, _ = _cuda.program(cu.stem)
-        for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src):
+        for name, params in re.findall(r'extern "C" __global__ void (?:[A-Z_]+ )?(\w+)\(([^)]*)\)', src):
             sigs[name] = [" ".join(p.split()[:-1]).replace("const ", "").strip()
                           for p in params.replace("\n", " ").split(",")]
     return sigs

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not ins
 
 def _signatures(src: str) -> dict[str, list[str]]:
     return {name: [" ".join(p.split()[:-1]).replace("const ", "").strip() for p in params.split(",")]
-            for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src, re.DOTALL)}
+            for name, params in re.findall(r'extern "C" __global__ void (?:[A-Z_]+ )?(\w+)\(([^)]*)\)', src, re.DOTALL)}
 
 
 def _build(module: str, tmp: Path):
