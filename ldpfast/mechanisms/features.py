@@ -4,11 +4,13 @@ Every randomiser runs on a whole ``n x d`` matrix in one compiled kernel (bodies
 ``csrc/common/features.h``, run by the C++ launchers ``csrc/cpu/features.cpp`` and the CUDA
 launchers ``csrc/cuda/features.cu``; Numba twin ``ldpfast/_numba/features.py``; bit-identical
 for one seed and independent of the thread count and backend), validates its input completely
-before the kernel runs, never writes its input, and returns ``(output, Spent)``: the privacy
-guarantee per node (per user) and the parameters used (never the seed: it would undo the noise).
+(CPU: before the kernel runs; CUDA: in the kernel's own pass, the output dropped on error),
+never writes its input, and returns ``(output, Spent)``: the privacy guarantee per node (per
+user) and the parameters used (never the seed: it would undo the noise).
 
-CUDA tensors stay on their device: validation and randomisation run as CUDA kernels and the
-output is allocated there; the host only reads back one index per check (the error decision).
+CUDA tensors stay on their device: one kernel per call digests each row, derives its seed,
+checks and randomises it (the row crosses DRAM once), into an output allocated there; the host
+reads back one index (the error decision).
 
 Papers
 ------
