@@ -13,8 +13,8 @@
 //   the stream in shared memory (one Philox block per lane per refill) and resolves each
 //   rejection draw with one ballot over 32 candidate positions, so the row's draws are the
 //   BitReader's, in its order.
-// * onebit, multibit with m = d: the row's warp, lane l on Philox blocks l, l + 32, ... (4
-//   consecutive columns each: the warp covers 128 consecutive columns per step).
+// * onebit, multibit with m = d: the warp's 8 rows' Philox blocks (4 consecutive columns each)
+//   in row-major order, lane-strided: 32 consecutive 4-column pieces per step, across row ends.
 // * multibit with m < d: the row's warp zeroes the row and checks its values (coalesced), then
 //   lane 0 runs Floyd's m draws (multibit_pick), reading m scattered values.
 // * Seeds: a warp takes 8 consecutive rows (keyed_rows).  Unless the caller gives the seeds, it
@@ -132,18 +132,26 @@ __device__ __forceinline__ uint32_t keep_word(const u32x4& kb, int t, int lane) 
 
 constexpr int ROWS_PER_WARP = 8;
 
-// body(i, seed) for the warp's rows i = 8 w .. 8 w + 7 (< n), in order, each row's seed derived
-// here from the row's own bytes (uk::warp_row_seeds: digests by the warp, chains side by side in
-// lanes 0-7) unless rk gives the seeds.  The row is then read again by body, from cache: one
-// pass over x in DRAM.
+// body(r0, nr, mine) for the warp's group of rows r0 = 8 w .. r0 + nr - 1 (nr <= 8, < n), lane r
+// holding row r0 + r's seed in `mine`, derived here from the row's own bytes
+// (uk::warp_row_seeds: digests by the warp, chains side by side in lanes 0-7) unless rk gives
+// the seeds.  The rows are then read again by body, from cache: one pass over x in DRAM.
 template <class Body>
-__device__ void keyed_rows(const void* x, int64_t n, int64_t row_bytes, const RowKeys& rk, Body body) {
+__device__ void keyed_row_group(const void* x, int64_t n, int64_t row_bytes, const RowKeys& rk, Body body) {
     __shared__ uint32_t K[fp::KEY_WORDS];
     uk::row_keys_nh(rk, K);  // the whole block, before any warp leaves
     const int64_t r0 = (thread_index() >> 5) * ROWS_PER_WARP;
     if (r0 >= n) return;  // warp-uniform
     const uint64_t mine = uk::warp_row_seeds<ROWS_PER_WARP>((const uint8_t*)x, n, row_bytes, r0, rk, K, lane_id());
-    for (int r = 0; r < ROWS_PER_WARP && r0 + r < n; ++r) body(r0 + r, __shfl_sync(FULL_MASK, mine, r));
+    body(r0, (int)(n - r0 < ROWS_PER_WARP ? n - r0 : ROWS_PER_WARP), mine);
+}
+
+// body(i, seed) for the group's rows one after another (the whole warp on each row).
+template <class Body>
+__device__ void keyed_rows(const void* x, int64_t n, int64_t row_bytes, const RowKeys& rk, Body body) {
+    keyed_row_group(x, n, row_bytes, rk, [&](int64_t r0, int nr, uint64_t mine) {
+        for (int r = 0; r < nr; ++r) body(r0 + r, __shfl_sync(FULL_MASK, mine, r));
+    });
 }
 
 // GRR's "other value" draws of one 32-column slice: the lanes of `need` in column order, each
@@ -310,14 +318,22 @@ extern "C" __global__ void grr_fs_i64(const int64_t* x, int64_t* out, int64_t n,
     grr_fs_k(x, out, n, d, k, T, m, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
 }
 
-// 1-bit (sub = SUB_ONEBIT) and multi-bit with m = d (sub = SUB_MULTIBIT): lane l of the row's
-// warp takes Philox blocks l, l + 32, ... (columns 4 q .. 4 q + 3), checking their values first.
+// 1-bit (sub = SUB_ONEBIT) and multi-bit with m = d (sub = SUB_MULTIBIT): the group's Philox
+// blocks (row r, columns 4 q .. 4 q + 3) in row-major order, lane-strided, so consecutive lanes
+// take consecutive 4-column pieces of memory across row ends too (all lanes busy when d < 128).
+// Each lane checks its block's values first.
 template <class F>
 __device__ void onebit_k(const F* x, int8_t* out, int64_t n, int64_t d, double alpha, double beta, uint64_t T_lo,
                          double span, const RowKeys& rk, uint32_t sub, unsigned long long* bad) {
     const int64_t nq = (d + 3) / 4;
-    keyed_rows(x, n, d * (int64_t)sizeof(F), rk, [&](int64_t i, uint64_t seed) {
-        for (int64_t q = lane_id(); q < nq; q += 32) {
+    keyed_row_group(x, n, d * (int64_t)sizeof(F), rk, [&](int64_t r0, int nr, uint64_t mine) {
+        const int64_t total = nr * nq;
+        for (int64_t base = 0; base < total; base += 32) {  // warp-uniform trip count
+            const int64_t t = base + lane_id();
+            const int64_t r = (t < total ? t : total - 1) / nq;
+            const uint64_t seed = __shfl_sync(FULL_MASK, mine, (int)r);
+            if (t >= total) continue;
+            const int64_t i = r0 + r, q = t - r * nq;
             for (int64_t j = 4 * q; j < 4 * q + 4 && j < d; ++j)
                 if (outside_range(x[i * d + j], alpha, beta)) {
                     atomicMin(bad, (unsigned long long)(i * d + j));
