@@ -694,11 +694,11 @@ def _symmetric_neighbours(rowptr: np.ndarray, col: np.ndarray, n: int) -> tuple[
     return rp, dst
 
 
-def _cuthill_mckee(rp: np.ndarray, nb: np.ndarray, n: int) -> np.ndarray:
+def _cuthill_mckee(rp: np.ndarray, nb: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Cuthill-McKee order of a symmetric CSR, one breadth-first level at a time (NumPy):
     each component from an unvisited node of least degree; within a level, nodes in the
     order of their first neighbour in the previous level, ties by degree then id.  Nodes of
-    degree 0 come last."""
+    degree 0 are left out (returned second)."""
     deg = np.diff(rp)
     visited = deg == 0
     starts = np.argsort(deg, kind="stable")
@@ -723,8 +723,7 @@ def _cuthill_mckee(rp: np.ndarray, nb: np.ndarray, n: int) -> np.ndarray:
             _, at = np.unique(cand, return_index=True)  # first time each node is reached
             frontier = cand[np.sort(at)]
             visited[frontier] = True
-    order.append(np.flatnonzero(deg == 0))
-    return np.concatenate(order) if order else np.zeros(0, np.int64)
+    return np.concatenate(order) if order else np.zeros(0, np.int64), np.flatnonzero(deg == 0)
 
 
 def reorder(adj, num_nodes: int | None = None, *, edge_weight: torch.Tensor | None = None) -> Reordering:
@@ -783,7 +782,8 @@ def reorder(adj, num_nodes: int | None = None, *, edge_weight: torch.Tensor | No
     dev = _adj_device(adj)
     csr = as_adj_t(adj, n, edge_weight=edge_weight, device=dev)
     rp, col = csr.rowptr.cpu().numpy(), csr.col.cpu().numpy()
-    order = _cuthill_mckee(*_symmetric_neighbours(rp, col, n), n)[::-1].copy()  # reversed: RCM
+    linked, isolated = _cuthill_mckee(*_symmetric_neighbours(rp, col, n), n)
+    order = np.concatenate([linked[::-1], isolated])  # reversed: RCM; isolated nodes last
     perm = torch.from_numpy(order)
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(n, dtype=torch.int64)
