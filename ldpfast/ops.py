@@ -46,8 +46,10 @@ CUDA tensors (x, adjacency and mask on one GPU) stay on the device: the CSR is b
 transposed there with torch (see :mod:`ldpfast.graph`), the per-step scales
 (:func:`step_scales`) are torch ops on the graph's device, and each step is the CUDA kernel
 ``ldpfast._cuda.spmm_scaled`` (tensors by pointer, no host copy; a few host syncs for sizes
-and checks).  Its rows of at most ``_cuda.SPMM_CHUNK`` entries give the same bits as the C++
-kernel; longer rows (hubs) are summed in fixed chunks combined in order: deterministic, but
+and checks, in building the CSR and planning its long rows).  With the graph, scales and plans
+prepared once (:class:`ldpfast.nn.KProp` with ``cached=True``, see :func:`run`), a call
+launches the kernels only.  Rows of at most ``_cuda.SPMM_CHUNK`` entries give the same bits
+as the C++ kernel; longer rows (hubs) are summed in fixed chunks combined in order: deterministic, but
 a different summation order, so close to and not bit-identical with the CPU result.
 """
 from __future__ import annotations
@@ -313,6 +315,7 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
 
     def t_fn():
         t = csr_t if csr_t is not None else transpose(csr, backend, dev)
-        return t, _values(t, dtype)
+        return t, _values(t, dtype), spmm_plan(t, dev)
 
-    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype), dev)
+    # planned once per direction, not once per step
+    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype), dev, spmm_plan(csr, dev))
