@@ -281,3 +281,34 @@ def test_cached_kprop_with_a_long_row_launches_the_chunk_kernels_only(cuda_path)
         mp.setattr(_backend, "device_of", _DEVICE_OF)
         ref = want(x, csr)
     torch.testing.assert_close(layer(x, csr), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_uncached_propagate_on_the_cuda_path_equals_cpu(cuda_path, dtype):
+    # ops.propagate plans each direction once (forward: A's hub row; backward: A^T) and hands
+    # the plan to every step: values and gradients as the CPU's (hub row close, others equal).
+    from ldpfast import ops
+
+    g = torch.Generator().manual_seed(8)
+    n = 700
+    ei = torch.randint(0, n, (2, 2000), generator=g)
+    ei = torch.cat([ei, torch.stack([torch.arange(1, n), torch.zeros(n - 1, dtype=torch.long)])], 1)  # hub: node 0
+    w = torch.rand(ei.size(1), generator=g, dtype=dtype)
+    x = torch.rand(n, 6, generator=g, dtype=dtype)
+    gy = torch.rand(n, 6, generator=g, dtype=dtype)
+    outs = []
+    for device_of in (None, _DEVICE_OF):
+        with pytest.MonkeyPatch.context() as mp:
+            if device_of is not None:
+                mp.setattr(_backend, "device_of", device_of)
+            del cuda_path[:]
+            xg = x.clone().requires_grad_()
+            y = ops.propagate(ei, xg, 2, "gcn", edge_weight=w)
+            y.backward(gy)
+            outs.append((y.detach(), xg.grad, list(cuda_path)))
+    (y_cu, g_cu, launched), (y_cpu, g_cpu, _) = outs
+    # the hub row: the weighted degrees (gcn's scales) and each forward step; A^T has no long row
+    assert sum(k.startswith("spmm_chunks_") for k in launched) == 3, launched
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    torch.testing.assert_close(y_cu, y_cpu, **tol)
+    torch.testing.assert_close(g_cu, g_cpu, **tol)
