@@ -70,6 +70,9 @@ class KProp(MessagePassing):
         :meth:`reset_cache` or :meth:`reset_parameters` forget the cache.  A different
         number of nodes is an error.  Default False: the CSR is rebuilt on every call (a
         linear-time counting sort), so a changed graph is never served stale structure.
+        On CUDA, a cached layer's later calls (forward and backward) launch ldpfast's SpMM
+        kernels only, with no host synchronisation, as long as the ``mask`` is the same bool
+        tensor as before (another mask, or node ids, is compared or converted first).
     cache_result : bool
         As PyG's ``SGConv(cached=True)``: if True, the output of the first call is kept and
         returned by every later call with the same ``x``, adjacency and mask (the same tensors,
