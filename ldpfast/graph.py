@@ -635,3 +635,178 @@ def _cached_graph(data, slot: str, build):
     out = build(ei, n)
     data.__dict__[slot] = (key, out)
     return out
+
+
+# --- locality-improving node order ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Reordering:
+    """A node order from :func:`reorder` and the graph relabelled by it.
+
+    Attributes
+    ----------
+    perm : torch.Tensor
+        int64 ``(n,)``: ``perm[new] = old``, the original id of the node placed at ``new``.
+    inv : torch.Tensor
+        int64 ``(n,)``: ``inv[old] = new`` (the inverse permutation).
+    csr : CSR
+        The adjacency relabelled: node ``new`` of ``csr`` is node ``perm[new]`` of the input
+        (same entries and weights, rows sorted), on the input's device.
+    """
+
+    perm: torch.Tensor
+    inv: torch.Tensor
+    csr: CSR
+
+    def _rows(self, t: torch.Tensor, index: torch.Tensor, name: str) -> torch.Tensor:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.dim() == 0 or t.size(0) != self.perm.numel():
+            raise ValueError(f"{name}: expected one row per node ({self.perm.numel()}), got shape {tuple(t.shape)}")
+        return t.index_select(0, index.to(t.device))
+
+    def permute(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows of a node-indexed tensor (features, labels, masks) in the new order:
+        ``x[perm]``."""
+        return self._rows(x, self.perm, "x")
+
+    def unpermute(self, y: torch.Tensor) -> torch.Tensor:
+        """Rows of an output of the reordered graph back in the original order: ``y[inv]``
+        (so ``unpermute(permute(x))`` is ``x``)."""
+        return self._rows(y, self.inv, "y")
+
+    def permute_edge_index(self, edge_index: torch.Tensor) -> torch.Tensor:
+        """An ``edge_index`` of the original graph relabelled to the new ids: ``inv[edge_index]``."""
+        if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise ValueError("edge_index: expected a (2, E) integer tensor")
+        return self.inv.to(edge_index.device)[edge_index]
+
+
+def _symmetric_neighbours(rowptr: np.ndarray, col: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (rowptr, col) of the undirected, self-loop-free, deduplicated graph of a CSR."""
+    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(rowptr))
+    col = col.astype(np.int64)
+    src, dst = np.concatenate([row, col]), np.concatenate([col, row])
+    keep = src != dst
+    key = np.unique(src[keep] * n + dst[keep])  # sorted by (src, dst), repeats dropped
+    src, dst = key // n, key % n
+    rp = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=rp[1:])
+    return rp, dst
+
+
+def _cuthill_mckee(rp: np.ndarray, nb: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cuthill-McKee order of a symmetric CSR, one breadth-first level at a time (NumPy):
+    each component from an unvisited node of least degree; within a level, nodes in the
+    order of their first neighbour in the previous level, ties by degree then id.  Nodes of
+    degree 0 are left out (returned second)."""
+    deg = np.diff(rp)
+    visited = deg == 0
+    starts = np.argsort(deg, kind="stable")
+    order, s = [], 0
+    while True:
+        while s < n and visited[starts[s]]:
+            s += 1
+        if s == n:
+            break
+        frontier = starts[s:s + 1]
+        visited[frontier] = True
+        while frontier.size:
+            order.append(frontier)
+            cnt = deg[frontier]
+            parent = np.repeat(np.arange(frontier.size), cnt)
+            # entries rp[f] .. rp[f + 1] of every frontier node f, in frontier order
+            first = np.repeat(rp[frontier] - np.cumsum(cnt) + cnt, cnt)
+            cand = nb[first + np.arange(first.size)]
+            fresh = ~visited[cand]
+            cand, parent = cand[fresh], parent[fresh]
+            cand = cand[np.lexsort((cand, deg[cand], parent))]
+            _, at = np.unique(cand, return_index=True)  # first time each node is reached
+            frontier = cand[np.sort(at)]
+            visited[frontier] = True
+    return np.concatenate(order) if order else np.zeros(0, np.int64), np.flatnonzero(deg == 0)
+
+
+def reorder(adj, num_nodes: int | None = None, *, edge_weight: torch.Tensor | None = None) -> Reordering:
+    """A locality-improving node order (reverse Cuthill-McKee) and the graph relabelled by it.
+
+    Propagation gathers the feature rows of each node's neighbours; numbering the nodes so
+    that neighbours get nearby ids keeps those rows close in memory (fewer cache / DRAM
+    sectors per gathered row on a GPU, better prefetching on a CPU).  Reverse Cuthill-McKee
+    numbers the nodes breadth first from a node of least degree, which keeps every edge's
+    endpoints within a few BFS levels of each other (small bandwidth ``max |new(i) -
+    new(j)|``).  Whether a given graph runs faster reordered has to be measured on the
+    target device; this function only promises a valid order with, typically, far smaller
+    index gaps along edges than a random numbering.
+
+    Computed on the CPU with NumPy: one pass per BFS level, with a sort of each level's
+    candidate list, so O(|E| log |E|) work plus Python overhead per level and per connected
+    component (graphs made of very many small components, or very long paths, pay that
+    overhead many times).  The input may be on a GPU: it is copied to the host for the order,
+    and the relabelled CSR is built where the input is.
+
+    Parameters
+    ----------
+    adj : edge_index, torch sparse tensor, torch_sparse.SparseTensor or CSR
+        The graph, in any format of :func:`as_adj_t` (read as ``adj_t``; the order uses the
+        graph with edge directions ignored).
+    num_nodes : int, optional
+        Number of nodes; required unless ``adj`` is a :class:`CSR` (then its ``num_nodes``).
+    edge_weight : torch.Tensor, optional
+        ``(E,)`` weights of an ``edge_index``; carried to the relabelled CSR.
+
+    Returns
+    -------
+    Reordering
+        ``perm`` (``perm[new] = old``), ``inv`` (``inv[old] = new``), ``csr`` (the relabelled
+        adjacency in :func:`as_adj_t`'s convention), and helpers ``permute(x)`` for node
+        features / labels / masks, ``unpermute(y)`` for outputs and ``permute_edge_index``.
+        ``r.unpermute(propagate(r.csr, r.permute(x)))`` equals ``propagate(adj, x)`` up to the
+        order of floating-point additions within a row.
+
+    Raises
+    ------
+    TypeError
+        ``adj`` of an unsupported type, or ``num_nodes`` not an int.
+    ValueError
+        ``num_nodes`` missing (non-CSR ``adj``) or negative, a ``num_nodes`` that disagrees
+        with a CSR, or any error of :func:`as_adj_t` (bad shapes, ids, weights).
+    """
+    if isinstance(adj, CSR):
+        if num_nodes is not None and num_nodes != adj.num_nodes:
+            raise ValueError(f"num_nodes: {num_nodes} disagrees with the CSR's {adj.num_nodes} nodes")
+        num_nodes = adj.num_nodes
+    elif num_nodes is None:
+        raise ValueError("num_nodes: required when adj is not an ldpfast CSR")
+    _check_num_nodes(num_nodes)
+    n = int(num_nodes)
+    dev = _adj_device(adj)
+    csr = as_adj_t(adj, n, edge_weight=edge_weight, device=dev)
+    rp, col = csr.rowptr.cpu().numpy(), csr.col.cpu().numpy()
+    linked, isolated = _cuthill_mckee(*_symmetric_neighbours(rp, col, n), n)
+    order = np.concatenate([linked[::-1], isolated])  # reversed: RCM; isolated nodes last
+    perm = torch.from_numpy(order)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(n, dtype=torch.int64)
+    # Relabelled CSR: row new = row perm[new], its columns mapped by inv and sorted.
+    deg = np.diff(rp)[order]
+    new_rp = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=new_rp[1:])
+    src_start = np.repeat(rp[order] - new_rp[:-1], deg)
+    take = src_start + np.arange(int(new_rp[-1]))  # position in the old col of each new entry
+    new_row = np.repeat(np.arange(n, dtype=np.int64), deg)
+    new_col = inv.numpy()[col[take]]
+    o = np.lexsort((new_col, new_row))
+    take, new_col = take[o], new_col[o]
+    value = None if csr.value is None else csr.value[torch.from_numpy(take).to(csr.value.device)]
+    out = CSR(torch.from_numpy(new_rp).to(dev), torch.from_numpy(new_col).to(csr.col.dtype).to(dev), n, value)
+    return Reordering(perm.to(dev), inv.to(dev), out)
+
+
+def _adj_device(adj) -> torch.device:
+    """The device of an adjacency's tensors (CPU when it has none we can see)."""
+    if isinstance(adj, CSR):
+        return adj.rowptr.device
+    if isinstance(adj, torch.Tensor):
+        return adj.device
+    dev = getattr(adj, "device", None)
+    return dev() if callable(dev) else (dev or torch.device("cpu"))

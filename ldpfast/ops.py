@@ -46,8 +46,10 @@ CUDA tensors (x, adjacency and mask on one GPU) stay on the device: the CSR is b
 transposed there with torch (see :mod:`ldpfast.graph`), the per-step scales
 (:func:`step_scales`) are torch ops on the graph's device, and each step is the CUDA kernel
 ``ldpfast._cuda.spmm_scaled`` (tensors by pointer, no host copy; a few host syncs for sizes
-and checks).  Its rows of at most ``_cuda.SPMM_CHUNK`` entries give the same bits as the C++
-kernel; longer rows (hubs) are summed in fixed chunks combined in order: deterministic, but
+and checks, in building the CSR and planning its long rows).  With the graph, scales and plans
+prepared once (:class:`ldpfast.nn.KProp` with ``cached=True``, see :func:`run`), a call
+launches the kernels only.  Rows of at most ``_cuda.SPMM_CHUNK`` entries give the same bits
+as the C++ kernel; longer rows (hubs) are summed in fixed chunks combined in order: deterministic, but
 a different summation order, so close to and not bit-identical with the CPU result.
 """
 from __future__ import annotations
@@ -103,20 +105,36 @@ def _inv_sqrt(t: torch.Tensor) -> torch.Tensor:
     return 1.0 / t.double().sqrt()
 
 
+def _contiguous(t: torch.Tensor) -> torch.Tensor:
+    # Asked first (metadata only): the cached CUDA path must not call tensor ops it does not need.
+    return t if t.is_contiguous() else t.contiguous()
+
+
 def _step(csr: CSR, a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, self_loop: bool,
-          backend: str | None, val: torch.Tensor | None = None, dev: str | None = None) -> torch.Tensor:
-    x = x.contiguous()
+          backend: str | None, val: torch.Tensor | None = None, dev: str | None = None,
+          plan=None) -> torch.Tensor:
+    """One step y = diag(a) (A [+I]) diag(b) x.  ``plan``: the CUDA long-row plan of ``csr``
+    (:func:`spmm_plan`), None to plan in the call (CUDA only; ignored on CPU)."""
+    x = _contiguous(x)
     y = torch.empty_like(x)
     if dev is None:  # one device for x and the graph (mixing is an error)
         dev = _backend.device_of(x, csr.rowptr, csr.col, *(() if val is None else (val,)))
     k = _backend.get(dev, backend)
     if dev == "cuda":  # tensors by pointer, no host copy
-        k.spmm_scaled(csr.rowptr, csr.col, a.contiguous(), b.contiguous(), x, y,
-                      bool(self_loop), val)
+        k.spmm_scaled(csr.rowptr, csr.col, _contiguous(a), _contiguous(b), x, y, bool(self_loop), val,
+                      plan=plan)
         return y
     k.spmm_scaled(csr.rowptr.numpy(), csr.col.numpy(), a.numpy(), b.numpy(), _storage_np(x),
                   _storage_np(y), bool(self_loop), _np(val))
     return y
+
+
+def spmm_plan(csr: CSR, dev: str | None = None):
+    """What :func:`run` needs to launch only kernels on a CUDA graph, computed once (torch ops
+    and host syncs): the long-row plan of ``ldpfast._cuda.cached_plan``.  None on the CPU."""
+    if (dev or _backend.device_of(csr.rowptr, csr.col)) != "cuda":
+        return None
+    return _backend.get("cuda").cached_plan(csr.rowptr)
 
 
 def _values(csr: CSR, dtype: torch.dtype) -> torch.Tensor | None:
@@ -170,23 +188,26 @@ def step_scales(csr: CSR, k: int, aggr: str, self_loops: bool, mask: torch.Tenso
 
 class _Propagate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, csr, val, t_fn, scales, self_loops, backend, dev):
-        y = x.detach()
+    def forward(ctx, x, csr, val, t_fn, scales, self_loops, backend, dev, plan):
+        # Inside forward autograd is off: x's data is read as it is (each step allocates anew).
+        y = x if scales else x.detach()
         if dev is None:
             dev = _backend.device_of(x, csr.rowptr, csr.col)
         for a, b in scales:
-            y = _step(csr, a, b, y, self_loops, backend, val, dev)
+            y = _step(csr, a, b, y, self_loops, backend, val, dev, plan)
         ctx.t_fn, ctx.scales, ctx.self_loops, ctx.backend = t_fn, scales, self_loops, backend
         ctx.dev = dev  # the backward runs where the forward ran
         return y
 
     @staticmethod
     def backward(ctx, gy):
-        csr_t, val_t = ctx.t_fn()  # (A^T, its values in the dtype of x)
-        g = gy.contiguous()
+        # (A^T, its values in the dtype of x[, its CUDA plan])
+        csr_t, val_t, *plan_t = ctx.t_fn()
+        plan_t = plan_t[0] if plan_t else None
+        g = gy
         for a, b in reversed(ctx.scales):
-            g = _step(csr_t, b, a, g, ctx.self_loops, ctx.backend, val_t, ctx.dev)
-        return g, None, None, None, None, None, None, None
+            g = _step(csr_t, b, a, g, ctx.self_loops, ctx.backend, val_t, ctx.dev, plan_t)
+        return g, None, None, None, None, None, None, None, None
 
 
 def check_x(x, name: str = "x") -> None:
@@ -221,11 +242,14 @@ def transpose(csr: CSR, backend: str | None = None, dev: str | None = None) -> C
 
 
 def run(csr: CSR, x: torch.Tensor, scales, self_loops: bool, t_fn, backend: str | None = None,
-        val: torch.Tensor | None = None, dev: str | None = None) -> torch.Tensor:
+        val: torch.Tensor | None = None, dev: str | None = None, plan=None) -> torch.Tensor:
     """Apply prepared steps (``step_scales``) under autograd; ``t_fn()`` returns
-    ``(csr of A^T, its values in x's dtype)`` for the backward pass.  Used by
-    :func:`propagate` and by :class:`ldpfast.nn.KProp` with ``cached=True``."""
-    return _Propagate.apply(x, csr, val, t_fn, scales, self_loops, backend, dev)
+    ``(csr of A^T, its values in x's dtype)`` for the backward pass, optionally with a third
+    item, the :func:`spmm_plan` of A^T.  ``plan``: :func:`spmm_plan` of ``csr`` (None: CUDA
+    plans in every step).  With both plans, scales and values prepared (:class:`ldpfast.nn.KProp`
+    with ``cached=True``), a CUDA forward and backward launch kernels only: no torch work
+    besides allocating outputs, no host synchronisation.  Used by :func:`propagate` too."""
+    return _Propagate.apply(x, csr, val, t_fn, scales, self_loops, backend, dev, plan)
 
 
 def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: bool = False,
@@ -291,6 +315,7 @@ def propagate(adj, x: torch.Tensor, k: int = 1, aggr: str = "mean", self_loops: 
 
     def t_fn():
         t = csr_t if csr_t is not None else transpose(csr, backend, dev)
-        return t, _values(t, dtype)
+        return t, _values(t, dtype), spmm_plan(t, dev)
 
-    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype), dev)
+    # planned once per direction, not once per step
+    return run(csr, x, scales, self_loops, t_fn, backend, _values(csr, dtype), dev, spmm_plan(csr, dev))

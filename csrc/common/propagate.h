@@ -4,9 +4,11 @@
 //
 // with w_k = b[j] (unweighted) or val[k] * b[j] (weighted), j = col[k].  The pieces below are
 // __host__ __device__ (LDP_HD) and are called unchanged by csrc/cpu/propagate.cpp (a row's
-// features in compile-time blocks of W) and csrc/cuda/propagate.cu (a warp per row, one
-// feature per lane and W = 1), so both add, per output element, in the same order: self loop,
-// then neighbours in CSR order, then one multiplication by a[i] (skipped when a[i] == 1).
+// features in compile-time blocks of W, through accumulate) and csrc/cuda/propagate.cu (a
+// group of lanes per row, W = 1..8 consecutive features per lane, through entry_weight / skips
+// / axpy with the entries broadcast by shuffle), so both add, per output element, in the same
+// order: self loop, then neighbours in CSR order, then one multiplication by a[i] (skipped
+// when a[i] == 1).
 // Entries with weight 0 are skipped (adds nothing but avoids 0 * inf = NaN from a masked
 // node's row).  The CUDA launcher splits rows longer than its chunk size into fixed chunks
 // whose partial sums are added in chunk order (see propagate.cu): only those rows are summed
@@ -32,6 +34,13 @@ struct Bf16 {
 };
 
 namespace prop {
+
+// W consecutive values of S as one aligned object, so that a launcher can move a lane's
+// features with one vector load / store (16 bytes at most: float x4, double x2, bf16 x8).
+template <class S, int W>
+struct alignas(sizeof(S) * W) Pack {
+    S v[W];
+};
 
 LDP_HD double load(double v) { return v; }
 LDP_HD float load(float v) { return v; }
@@ -112,23 +121,42 @@ LDP_HD void self_term(T* acc, int64_t i, int64_t f0, int64_t d, const T* bs, con
     }
 }
 
+// The per-entry step, split so that a launcher may fetch the pieces its own way (the CUDA
+// one reads col and the weight with one lane per entry, broadcasts them, and gathers x rows
+// with vector loads) and still add exactly what accumulate() adds:
+// * entry_weight: the factor w of entry k, j = col[k] (1 when PLAIN: unweighted, unit b);
+// * skips: the entry adds nothing (w == 0, which also keeps 0 * inf = NaN out of the sum);
+// * axpy: acc[t] += w * xj[t] for t in [0, W), in feature order (PLAIN: acc[t] += xj[t]).
+template <bool UNIT_B, bool VAL, class T>
+LDP_HD T entry_weight(int64_t k, int64_t j, const T* val, const T* bs) {
+    // val[k] * 1 == val[k] exactly, so UNIT_B changes nothing but the load.
+    if (VAL) return UNIT_B ? val[k] : mul(val[k], bs[j]);
+    return UNIT_B ? T(1) : bs[j];
+}
+template <bool PLAIN, class T>
+LDP_HD bool skips(T w) {
+    return !PLAIN && is_zero(w);
+}
+template <int W, bool PLAIN, class T, class S>
+LDP_HD void axpy(T* acc, T w, const S* xj) {
+    if (PLAIN)
+        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], load(xj[t]));
+    else
+        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, load(xj[t])));
+}
+
 // acc[0..W) += the entries k in [k0, k1) of features [f0, f0 + W), in order.  hint(k) is
 // called before entry k is read (the C++ launcher prefetches upcoming rows of x there).
 template <int W, bool UNIT_B, bool VAL, class T, class S, class C, class Hint>
 LDP_HD void accumulate(T* acc, int64_t k0, int64_t k1, int64_t f0, int64_t d, const C* col, const T* val,
                        const T* bs, const S* x, Hint hint) {
+    constexpr bool PLAIN = !VAL && UNIT_B;
     for (int64_t k = k0; k < k1; ++k) {
         hint(k);
         const int64_t j = (int64_t)col[k];
-        const S* xj = x + j * d + f0;
-        if (!VAL && UNIT_B) {
-            for (int t = 0; t < W; ++t) acc[t] = add(acc[t], load(xj[t]));
-            continue;
-        }
-        // val[k] * 1 == val[k] exactly, so UNIT_B changes nothing but the load.
-        const T w = VAL ? (UNIT_B ? val[k] : mul(val[k], bs[j])) : bs[j];
-        if (is_zero(w)) continue;
-        for (int t = 0; t < W; ++t) acc[t] = add(acc[t], mul(w, load(xj[t])));
+        const T w = entry_weight<UNIT_B, VAL>(k, j, val, bs);
+        if (skips<PLAIN>(w)) continue;
+        axpy<W, PLAIN>(acc, w, x + j * d + f0);
     }
 }
 

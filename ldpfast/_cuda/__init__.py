@@ -87,7 +87,7 @@ from .features import (
 )
 from .fingerprint import fingerprint
 from .graph import SORTED_CHUNK, csr_to_edge_index, edges_check_csr, edges_sorted_csr
-from .propagate import SPMM_CHUNK, spmm_plan, spmm_scaled
+from .propagate import SPMM_CHUNK, cached_plan, spmm_geometry, spmm_plan, spmm_scaled
 from .reconstruct import fs_counts, fs_estimate_index
 from .rng import (
                     fill_binomial,
@@ -108,6 +108,7 @@ __all__ = [  # the backend module's ops and the loader's names (tests, ldpfast i
                     "OPTIONS",
                     "SORTED_CHUNK",
                     "SPMM_CHUNK",
+                    "cached_plan",
                     "check_available",
                     "check_categorical",
                     "check_range",
@@ -144,6 +145,7 @@ __all__ = [  # the backend module's ops and the loader's names (tests, ldpfast i
                     "row_digests",
                     "rr_labels",
                     "set_digests",
+                    "spmm_geometry",
                     "spmm_plan",
                     "spmm_scaled",
                     "synth_edges",

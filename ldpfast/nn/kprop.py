@@ -70,6 +70,9 @@ class KProp(MessagePassing):
         :meth:`reset_cache` or :meth:`reset_parameters` forget the cache.  A different
         number of nodes is an error.  Default False: the CSR is rebuilt on every call (a
         linear-time counting sort), so a changed graph is never served stale structure.
+        On CUDA, a cached layer's later calls (forward and backward) launch ldpfast's SpMM
+        kernels only, with no host synchronisation, as long as the ``mask`` is the same bool
+        tensor as before (another mask, or node ids, is compared or converted first).
     cache_result : bool
         As PyG's ``SGConv(cached=True)``: if True, the output of the first call is kept and
         returned by every later call with the same ``x``, adjacency and mask (the same tensors,
@@ -142,8 +145,10 @@ class KProp(MessagePassing):
         c = self._cache
         if c is None:
             csr = _graph.as_adj_t(adj, x.size(0), edge_weight=edge_weight, device=x.device)
+            # plan / plan_t: the CUDA long-row plans of the graph and its transpose, made once
+            # (ops.spmm_plan), so that later calls launch kernels only.
             c = self._cache = {"key": key, "csr": csr, "csr_t": None, "scales": {}, "vals": {},
-                               "warned": False}
+                               "warned": False, "plan": ops.spmm_plan(csr), "plan_t": None}
             return c
         if c["csr"].num_nodes != x.size(0):
             raise ValueError(f"x: KProp(cached=True) holds a graph of {c['csr'].num_nodes} nodes, "
@@ -165,8 +170,9 @@ class KProp(MessagePassing):
             same = torch.equal(t.rowptr, csr.rowptr) and torch.equal(t.col, csr.col) and (
                 t.value is None or torch.equal(t.value, csr.value))
             c["csr_t"] = csr if same else t
+            c["plan_t"] = c["plan"] if same else ops.spmm_plan(c["csr_t"])
         t = c["csr_t"]
-        return t, self._vals(c, dtype, transposed=True)
+        return t, self._vals(c, dtype, transposed=True), c["plan_t"]
 
     @staticmethod
     def _vals(c: dict, dtype: torch.dtype, transposed: bool = False):
@@ -216,17 +222,21 @@ class KProp(MessagePassing):
             return x if mask is None else x * mask[:, None].to(x.dtype)
         # Scales depend on the mask: keep one entry per (dtype, masked?) and compare the
         # mask by value (O(n)), never by address, so a new mask is never served old scales.
+        # The same mask tensor, unmodified since (version counter), is a hit without reading it:
+        # torch.equal would make every call wait for the GPU.
         skey = (x.dtype, mask is not None)
         hit = c["scales"].get(skey)
-        if hit is not None and (mask is None or torch.equal(hit[0], mask)):
+        if hit is not None and (mask is None or (hit[2] is mask and hit[3] == mask._version)
+                                or torch.equal(hit[0], mask)):
             scales = hit[1]
         else:
             scales = ops.step_scales(c["csr"], self.k, self.norm, self.add_self_loops, mask, x.dtype,
                                      dev=_backend.device_of(x))
-            c["scales"][skey] = (None if mask is None else mask.clone(), scales)
+            c["scales"][skey] = (None if mask is None else mask.clone(), scales, mask,
+                                 None if mask is None else mask._version)
         dtype, dev = x.dtype, _backend.device_of(x)
         return ops.run(c["csr"], x, scales, self.add_self_loops,
-                       lambda: self._transpose(c, dtype, dev), None, self._vals(c, dtype), dev)
+                       lambda: self._transpose(c, dtype, dev), None, self._vals(c, dtype), dev, c["plan"])
 
     def __repr__(self) -> str:
         extra = "" if self.storage is None else f", storage={self.storage}"
