@@ -56,14 +56,15 @@ def _build(module: str, tmp: Path):
     return {name: (getattr(so, f"emu_{name}"), types) for name, types in sigs.items()}
 
 
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory):
-    """ldpfast._cuda with its launches run by the emulated features.cu on CPU tensors."""
-    kernels = _build("features", tmp_path_factory.mktemp("emu"))
+def emulate(module: str, tmp: Path):
+    """Point ``_core._launch`` / ``_ptr`` at the emulated csrc/cuda/<module>.cu (CPU tensors by
+    pointer): a generator for module-scoped fixtures, yielding the list of launched kernel names
+    (appended as they run); undone when it ends."""
+    kernels = _build(module, tmp)
     launches = []
 
-    def launch(module, kernel, n_threads, args, device=None):
-        assert module == "features" and kernel in _cuda.KERNELS[module], kernel
+    def launch(mod, kernel, n_threads, args, device=None):
+        assert mod == module and kernel in _cuda.KERNELS[mod], kernel
         fn, types = kernels[kernel]
         assert len(args) == len(types), kernel
         cargs = [ctypes.c_void_p(int(a)) if t.endswith("*") else _CTYPES[t](a.item())
@@ -77,6 +78,12 @@ def emulated(tmp_path_factory):
     mp.setattr(_cuda._core, "_ptr", lambda t: np.uint64(t.data_ptr()))
     yield launches
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """ldpfast._cuda with its launches run by the emulated features.cu on CPU tensors."""
+    yield from emulate("features", tmp_path_factory.mktemp("emu"))
 
 
 def test_emulated_feature_kernels_equal_cpp(emulated):

@@ -10,13 +10,12 @@ the device compiler's code (the ``-m cuda`` tests of test_cuda.py do that, on a 
 """
 from __future__ import annotations
 
-import ctypes
 import shutil
 
 import numpy as np
 import pytest
 import torch
-from test_cuda_emulated import _CTYPES, THREADS, _build
+from test_cuda_emulated import emulate
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ldpfast import _backend, _cuda
@@ -28,24 +27,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not ins
 def emulated(tmp_path_factory):
     """ldpfast._cuda with its launches run by the emulated propagate.cu on CPU tensors; yields
     the list of launched kernel names (appended as they run)."""
-    kernels = _build("propagate", tmp_path_factory.mktemp("emu"))
-    launches = []
-
-    def launch(module, kernel, n_threads, args, device=None):
-        assert module == "propagate" and kernel in _cuda.KERNELS[module], kernel
-        fn, types = kernels[kernel]
-        assert len(args) == len(types), kernel
-        cargs = [ctypes.c_void_p(int(a)) if t.endswith("*") else _CTYPES[t](a.item())
-                 for a, t in zip(args, types)]
-        launches.append(kernel)
-        if n_threads > 0:
-            fn(ctypes.c_int64((n_threads + THREADS - 1) // THREADS), *cargs)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(_cuda._core, "_launch", launch)
-    mp.setattr(_cuda._core, "_ptr", lambda t: np.uint64(t.data_ptr()))
-    yield launches
-    mp.undo()
+    yield from emulate("propagate", tmp_path_factory.mktemp("emu"))
 
 
 def _graph(n, seed, long_rows=(), empty_every=5):
