@@ -85,8 +85,10 @@ def userkey_kernels() -> dict:
 
 def install(monkeypatch, mod) -> None:
     """Make DeviceInput tensors count as CUDA tensors and ``mod`` the cuda backend (with the
-    report key kernels, unless it has its own); resets the copy log."""
-    for name, fn in userkey_kernels().items():
+    report key kernels and a no-long-rows propagation plan, unless it has its own); resets the
+    copy log."""
+    defaults = {**userkey_kernels(), "cached_plan": lambda rowptr, chunk=None: ()}
+    for name, fn in defaults.items():
         if not hasattr(mod, name):
             setattr(mod, name, fn)
     real = _backend.device_of
@@ -120,13 +122,57 @@ def cpu_kernels():
         _backend._cache.update(saved)
 
 
+def _derived_seeds(kk, rows) -> None:
+    """What a CUDA mechanism kernel given a KernelKeys does first: each row's seed (and report
+    id) from its bytes, into ``kk.seeds`` / ``kk.rids``; here by the C++ kernels."""
+    import ldpfast._C as C
+    import numpy as np
+
+    n, c = rows.shape[0], kk.ctx
+    b = np.ascontiguousarray(np_of(rows)).view(np.uint8).reshape(n, -1)
+    dg = np.empty((n, 2), np.uint64)
+    C.row_digests(b, c.k_nh, c.k_pad, c.k_prf, dg)
+    C.report_keys(np_of(kk.keys), _u64(kk.extra), dg, c.k_a, c.k_b, c.k_c, _u64(kk.seeds), _u64(kk.rids))
+
+
+def _fused_check(C, name, a) -> int:
+    """The first bad index a CUDA mechanism kernel returns (its fused input check), -1 if none."""
+    import numpy as np
+
+    if name in ("grr", "grr_fs"):
+        return C.check_categorical(a[0], a[1])
+    if name == "onebit":
+        return C.check_range(a[0], a[1], a[2])
+    if name == "multibit_encode":
+        return C.check_range(a[0], a[2], a[3])
+    y, mask, c = a[0], a[1], a[2]  # rr_labels: masked labels outside [0, c)
+    bad = np.flatnonzero(mask & ((y < 0) | (y >= c)))
+    return int(bad[0]) if bad.size else -1
+
+
+MECHANISMS = ("grr", "grr_fs", "onebit", "multibit_encode", "rr_labels")
+
+
 def cpp_kernel(log, name):
     """A 'CUDA' kernel: takes tensors (by pointer), logs ``name`` and runs the C++ kernel of
-    that name on their memory."""
+    that name on their memory.  The mechanisms keep the CUDA launchers' contract: the seeds
+    argument may be a KernelKeys (the kernel derives the seeds), and they return the first bad
+    input index (-1: none)."""
     import ldpfast._C as C
+
+    from ldpfast.privacy.users import KernelKeys
 
     def kernel(*args):
         assert any(isinstance(a, torch.Tensor) for a in args), name
         log.append(name)
-        return getattr(C, name)(*[np_of(a) for a in args])
+        if name not in MECHANISMS:
+            return getattr(C, name)(*[np_of(a) for a in args])
+        args = list(args)
+        if isinstance(args[-2], KernelKeys):  # seeds: the argument before the output
+            _derived_seeds(args[-2], args[0])
+            args[-2] = args[-2].seeds
+        a = [np_of(t) for t in args]
+        a[-2] = a[-2].view("uint64")
+        getattr(C, name)(*a)
+        return _fused_check(C, name, a)
     return kernel

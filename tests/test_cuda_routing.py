@@ -158,7 +158,7 @@ def test_mixed_devices_name_both_tensors():
 # stand for CUDA ones), so these tests also check the CUDA-side Python: the torch-native
 # CSR build / transpose of ldpfast.graph, step_scales on the graph's device and the backward.
 def _fake_spmm(log):
-    def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None):
+    def spmm_scaled(rowptr, col, a, b, x, y, self_loop, val=None, plan=None):
         for t in (rowptr, col, a, b, x, y) + (() if val is None else (val,)):
             assert isinstance(t, torch.Tensor), type(t)  # tensors by pointer, never arrays
         p = [t.as_subclass(torch.Tensor) for t in (rowptr, col, a, b, x)]
