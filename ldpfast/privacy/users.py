@@ -51,7 +51,7 @@ import torch
 from .. import _backend
 from ..rng import resolve_seed
 
-__all__ = ["DEFAULT_DOMAIN", "Keying", "ReportContext", "canonical_params", "check_domain", "check_user_key",
+__all__ = ["DEFAULT_DOMAIN", "KernelKeys", "Keying", "ReportContext", "canonical_params", "check_domain", "check_user_key",
            "context", "keying_of", "report_keys", "set_report_keys", "user_keys_of"]
 
 DERIVATION = b"ldpfast/report/v3"
