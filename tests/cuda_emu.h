@@ -118,19 +118,47 @@ static inline unsigned __fns(unsigned mask, unsigned base, int offset) {
     return 0xffffffffu;
 }
 
-static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
-    const unsigned long long old = *p;
-    if (v < old) *p = v;
+// Atomics: one OS thread runs every lane, so a read-modify-write is atomic as it stands.
+template <class T, class U>
+static inline T atomicMin(T* p, U v) {
+    const T old = *p;
+    if ((T)v < old) *p = (T)v;
     return old;
 }
-static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
-    const unsigned long long old = *p;
-    *p = old + v;
+template <class T, class U>
+static inline T atomicMax(T* p, U v) {
+    const T old = *p;
+    if ((T)v > old) *p = (T)v;
     return old;
 }
-static inline int atomicOr(int* p, int v) {
-    const int old = *p;
-    *p = old | v;
+template <class T, class U>
+static inline T atomicAdd(T* p, U v) {
+    const T old = *p;
+    *p = (T)(old + (T)v);
+    return old;
+}
+template <class T, class U>
+static inline T atomicOr(T* p, U v) {
+    const T old = *p;
+    *p = (T)(old | (T)v);
+    return old;
+}
+template <class T, class U>
+static inline T atomicAnd(T* p, U v) {
+    const T old = *p;
+    *p = (T)(old & (T)v);
+    return old;
+}
+template <class T, class U>
+static inline T atomicExch(T* p, U v) {
+    const T old = *p;
+    *p = (T)v;
+    return old;
+}
+template <class T, class U, class V>
+static inline T atomicCAS(T* p, U cmp, V v) {
+    const T old = *p;
+    if (old == (T)cmp) *p = (T)v;
     return old;
 }
 

@@ -1,7 +1,7 @@
 """csrc/cuda kernels run on the host, through ldpfast._cuda's own launchers, against the C++ build.
 
-No GPU here: g++ compiles a .cu file with tests/cuda_emu.h, which runs every thread of a block as
-an OS thread, so warp shuffles, ballots and __syncwarp are real rendezvous of 32 lanes and
+No GPU here: g++ compiles a .cu file with tests/cuda_emu.h (tests/cuda_emu.py drives it), which
+runs every thread of a block as a coroutine, so warp shuffles, ballots and __syncwarp are real rendezvous of 32 lanes and
 shared memory is shared.  ``_core._launch`` is pointed at the compiled kernels, so the Python
 launchers' argument lists, thread counts and fused checks run as they do on a GPU.  What this
 does not check is the GPU itself (timing, the memory model, the device compiler's code): the
@@ -9,12 +9,10 @@ does not check is the GPU itself (timing, the memory model, the device compiler'
 """
 from __future__ import annotations
 
-import ctypes
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
+import cuda_emu
 import numpy as np
 import pytest
 import torch
@@ -22,60 +20,17 @@ from test_cuda import _case_id, _feature_cases, _run_case
 
 from ldpfast import _cuda
 
-HERE = Path(__file__).resolve().parent
-CSRC = HERE.parent / "csrc"
-THREADS = 256  # ldpfast._cuda._core._THREADS
-_CTYPES = {"int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "uint32_t": ctypes.c_uint32,
-           "int": ctypes.c_int, "double": ctypes.c_double}
-
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-
-
-def _signatures(src: str) -> dict[str, list[str]]:
-    return {name: [" ".join(p.split()[:-1]).replace("const ", "").strip() for p in params.split(",")]
-            for name, params in re.findall(r'extern "C" __global__ void (?:[A-Z_]+ )?(\w+)\(([^)]*)\)', src, re.DOTALL)}
-
-
-def _build(module: str, tmp: Path):
-    """The emulated kernels of csrc/cuda/<module>.cu: {kernel: (function, parameter types)}."""
-    cu = CSRC / "cuda" / f"{module}.cu"
-    sigs = _signatures(cu.read_text())
-    wrappers = []
-    for name, types in sigs.items():
-        params = ", ".join(f"{t} a{i}" for i, t in enumerate(types))
-        call = ", ".join(f"a{i}" for i in range(len(types)))
-        wrappers.append(f'extern "C" void emu_{name}(int64_t blocks, {params}) '
-                        f'{{ emu_launch(blocks, {THREADS}, [=] {{ {name}({call}); }}); }}')
-    src = tmp / f"emu_{module}.cpp"
-    src.write_text(f'#include "{HERE / "cuda_emu.h"}"\n#include "{cu}"\n' + "\n".join(wrappers) + "\n")
-    lib = tmp / f"emu_{module}.so"
-    r = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-pthread",
-                        f"-I{CSRC}", str(src), "-o", str(lib)], capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr[-4000:]
-    so = ctypes.CDLL(str(lib))
-    return {name: (getattr(so, f"emu_{name}"), types) for name, types in sigs.items()}
 
 
 def emulate(module: str, tmp: Path):
     """Point ``_core._launch`` / ``_ptr`` at the emulated csrc/cuda/<module>.cu (CPU tensors by
     pointer): a generator for module-scoped fixtures, yielding the list of launched kernel names
     (appended as they run); undone when it ends."""
-    kernels = _build(module, tmp)
-    launches = []
-
-    def launch(mod, kernel, n_threads, args, device=None):
-        assert mod == module and kernel in _cuda.KERNELS[mod], kernel
-        fn, types = kernels[kernel]
-        assert len(args) == len(types), kernel
-        cargs = [ctypes.c_void_p(int(a)) if t.endswith("*") else _CTYPES[t](a.item())
-                 for a, t in zip(args, types)]
-        launches.append(kernel)
-        if n_threads > 0:
-            fn(ctypes.c_int64((n_threads + THREADS - 1) // THREADS), *cargs)
-
+    launches: list[str] = []
     mp = pytest.MonkeyPatch()
-    mp.setattr(_cuda._core, "_launch", launch)
-    mp.setattr(_cuda._core, "_ptr", lambda t: np.uint64(t.data_ptr()))
+    mp.setattr(_cuda._core, "_launch", cuda_emu.launcher({module: cuda_emu.build(module, tmp)}, launches))
+    mp.setattr(_cuda._core, "_ptr", cuda_emu.host_ptr)
     yield launches
     mp.undo()
 
