@@ -240,13 +240,16 @@ class SyncAudit(TorchFunctionMode):
             self._patched = []
 
     # ------------------------------------------------------------------ results
-    def count(self, where: str | None = None) -> int:
-        """Number of syncs seen (only those whose call stack mentions ``where``, if given)."""
-        return len(self.select(where))
+    def count(self, where: str | None = None, *, anywhere: bool = False) -> int:
+        """Number of syncs seen (only those :meth:`select` keeps, if ``where`` is given)."""
+        return len(self.select(where, anywhere=anywhere))
 
-    def select(self, where: str | None = None) -> list[SyncEvent]:
-        """The events whose call stack mentions ``where`` (a path fragment), or all."""
-        return [e for e in self.events if where is None or any(where in s for s in e.stack)]
+    def select(self, where: str | None = None, *, anywhere: bool = False) -> list[SyncEvent]:
+        """The events whose innermost caller (``anywhere``: any caller of the stack)
+        mentions ``where`` (a path fragment), or all."""
+        if where is None:
+            return list(self.events)
+        return [e for e in self.events if any(where in s for s in (e.stack if anywhere else e.stack[-1:]))]
 
     def report(self) -> str:
         """One line per distinct ``(where, op)``, with its count, in first-seen order."""

@@ -54,9 +54,9 @@ def test_audit_device_predicate_and_launchers(fake_gpu):  # noqa: F811
     assert not hasattr(B._cache["cuda"].host_ints, "__wrapped__")  # unwrapped on exit
 
 
-def _dp_step(data, steps=3, audit_step=None):
+def _dp_setup(data):
     """HeterPoisson + GCN + DPOptimizer(Adam) as benchmarks/bench_gpu.py's bench_dpsgd_step;
-    returns the parameters and the audit of step ``audit_step``."""
+    returns the step function and the optimizer."""
     from ldpfast.methods import heterpoisson as HP
     from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
     from ldpfast.sampling import HeterPoisson
@@ -67,28 +67,104 @@ def _dp_step(data, steps=3, audit_step=None):
     opt = DPOptimizer(torch.optim.Adam(net.parameters(), lr=0.03), gsm, sigma=1.0, max_grad_norm=0.5,
                       expected_batch_size=30.0, seed=4)
     sp = HeterPoisson(data, 0.1, 2.0, seed=5)
-    audit = None
-    for t in range(steps):
-        with audit_syncs() if t == audit_step else _nothing() as a:
-            b = sp.sample(t)
-            opt.zero_grad()
-            subgraph_loss(gsm(b), b).backward()
-            opt.step()
-        audit = a if t == audit_step else audit
-    return [p.detach().as_subclass(torch.Tensor).clone() for p in net.parameters()], audit
+
+    def step(t):
+        b = sp.sample(t)
+        opt.zero_grad()
+        subgraph_loss(gsm(b), b).backward()
+        opt.step()
+    return step, opt
 
 
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
+# The syncs of one step on the CUDA path (ldpfast/_syncs.py lists them with file:line):
+# - the sampler's two size reads (heterpoisson.py _sample_cuda, ldpfast._cuda.host_ints):
+#   (1) central nodes and node slots, (2) batch nodes, edges and the size-bin histogram;
+# - PyG's GCNConv: add_remaining_self_loops indexes edge_index with a boolean mask (also in
+#   the non-private step; the model's, not ldpfast's).
+# Per-sub-graph clipping, the noise and the update add none.  Before issue 32 (parts 3-4):
+# 6 in the sampler, 16 in clipping (2 GCN weights: bincount, k[nz], unique, tolist and one
+# nonzero per bucket), 1 in PyG.
+SAMPLER_SYNCS, DPSGD_SYNCS, MODEL_SYNCS = 2, 0, 1
 
 
 def test_one_dpsgd_step_syncs(fake_gpu):  # noqa: F811
-    data = _on_device(_graph(n=300, e=2400))
-    _, audit = _dp_step(data, steps=3, audit_step=2)  # step 0 runs the one-off independence check
-    print(audit.report())
+    step, opt = _dp_setup(_on_device(_graph(n=300, e=2400)))
+    for t in range(2):  # step 0 also runs the one-off independence check
+        step(t)
+    # Adam keeps its step counters on the host (capturable=False): reading them is no sync
+    host = {id(st["step"]) for st in opt.optimizer.state.values()}
+    with audit_syncs(lambda t: id(t) not in host) as audit:
+        step(2)
     assert DeviceInput.copies == [], DeviceInput.copies
-    assert audit.count() == 0, audit.report()
+    assert audit.count("ldpfast/sampling/") == SAMPLER_SYNCS, audit.report()
+    assert [e.op for e in audit.select("ldpfast/sampling/")] == ["ldpfast._cuda.host_ints"] * 2
+    assert audit.count("ldpfast/privacy/") == DPSGD_SYNCS, audit.report()
+    assert audit.count("torch_geometric") == MODEL_SYNCS, audit.report()
+    assert audit.count() == SAMPLER_SYNCS + DPSGD_SYNCS + MODEL_SYNCS, audit.report()
+
+
+def test_one_dpsgd_step_syncs_fail_when_one_is_added(fake_gpu, monkeypatch):  # noqa: F811
+    # the audit of the step sees a sync planted in the clipping path
+    from ldpfast.privacy.dpsgd import clipping
+
+    real = clipping._Blocks.__init__
+
+    def planted(self, seg, B, bins):
+        real(self, seg, B, None)  # ignore the sampler's histogram: one host read per weight
+    monkeypatch.setattr(clipping._Blocks, "__init__", planted)
+    step, opt = _dp_setup(_on_device(_graph(n=300, e=2400)))
+    step(0)
+    with audit_syncs() as audit:
+        step(1)
+    assert [e.op for e in audit.select("dpsgd/clipping.py")] == ["tolist"], audit.report()
+
+
+# --- the per-step device noise of DPOptimizer (exercised here with a CPU "device") ----------
+def _opt(seed=4, secure=False):
+    from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule
+
+    net = torch.nn.Sequential(torch.nn.Linear(300, 200))
+    gsm = SubgraphGradSampleModule(net, check_independence=False)
+    opt = DPOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), gsm, sigma=1.5, max_grad_norm=0.5, seed=seed,
+                      secure_mode=secure)
+    return opt, list(net.parameters())
+
+
+def _flat(zs):
+    return torch.cat([z.reshape(-1) for z in zs])
+
+
+def test_device_noise_depends_on_seed_and_step_only():
+    opt, params = _opt()
+    z0 = _flat(opt._device_noises(params, torch.device("cpu")))
+    assert torch.equal(z0, _flat(opt._device_noises(params, torch.device("cpu"))))  # same step: same bits
+    opt.steps = 1
+    z1 = _flat(opt._device_noises(params, torch.device("cpu")))
+    assert not torch.equal(z0, z1)
+    other, _ = _opt(seed=5)
+    assert not torch.equal(z0, _flat(other._device_noises(params, torch.device("cpu"))))
+    # a resumed optimizer (state_dict: steps, no seed) with the same seed continues the stream
+    fresh, _ = _opt()
+    fresh.load_state_dict(opt.state_dict())
+    assert torch.equal(z1, _flat(fresh._device_noises(params, torch.device("cpu"))))
+    assert "4" not in repr(sorted(k for k in opt.state_dict()))  # the keys, not the seed
+    assert all(not isinstance(v, int) or v != 4 for v in opt.state_dict().values())
+
+
+def test_device_noise_is_calibrated():
+    # N(0, (2 C sigma)^2) per coordinate: 60,200 coordinates, std within 2 % (about 5 standard errors)
+    for secure in (False, True):
+        opt, params = _opt(secure=secure)
+        z = _flat(opt._device_noises(params, torch.device("cpu"))).double()
+        assert z.numel() == 60200 and z.dtype == torch.float64
+        assert abs(float(z.std()) / opt.noise_std - 1) < 0.02, secure
+        assert abs(float(z.mean())) < 0.05 * opt.noise_std
+        assert [tuple(t.shape) for t in opt._device_noises(params, torch.device("cpu"))] == [(200, 300), (200,)]
+
+
+def test_cpu_noise_bits_unchanged():
+    # CPU parameters: the CPU generator's draws, parameter by parameter, as before
+    opt, params = _opt()
+    g = torch.Generator().manual_seed(4)
+    want = _flat([torch.normal(0.0, opt.noise_std, p.shape, generator=g) for p in params])
+    assert torch.equal(_flat(opt._noises(params)), want)

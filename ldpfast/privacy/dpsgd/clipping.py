@@ -55,11 +55,12 @@ Numerics: norms are accumulated in float64; gradients are clipped to ``C (1 - 1e
 that float32 rounding of the norm cannot push a clipped gradient above ``C``.
 
 Devices: everything runs on the device of the batch and the model (CUDA included): norms,
-buckets, the clipped sum.  Host syncs per step are only the bucket sizes (a padded size must
-be known before its ``bmm`` is allocated).  The Gaussian noise of :class:`DPOptimizer` is
-drawn by its CPU generator (so a seed gives the same noise bits on every device) and moved to
-the parameters' device in one asynchronous copy from pinned memory per step (``|params|``
-floats; no device-to-host transfer).
+buckets, the clipped sum.  No host sync: the number of sub-graphs of each padded size (needed
+before its ``bmm`` is allocated) comes with the batch (:attr:`SubgraphBatch.size_bins
+<ldpfast.sampling.SubgraphBatch>`, read by the CUDA sampler together with its own sizes);
+without it (a batch built by hand, rows repeated per node) it costs one host read per step
+and row layout (``ldpfast/_syncs.py`` counts them).  The Gaussian noise of
+:class:`DPOptimizer` is drawn on the parameters' device (:mod:`.optimizer`).
 """
 from __future__ import annotations
 
