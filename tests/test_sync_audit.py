@@ -110,9 +110,9 @@ def test_one_dpsgd_step_syncs_fail_when_one_is_added(fake_gpu, monkeypatch):  # 
     real = clipping._Blocks.__init__
 
     def planted(self, seg, B, bins):
-        real(self, seg, B, None)  # ignore the sampler's histogram: one host read per weight
+        real(self, seg, B, None)  # ignore the sampler's histogram: one host read per row layout
     monkeypatch.setattr(clipping._Blocks, "__init__", planted)
-    step, opt = _dp_setup(_on_device(_graph(n=300, e=2400)))
+    step, _ = _dp_setup(_on_device(_graph(n=300, e=2400)))
     step(0)
     with audit_syncs() as audit:
         step(1)
@@ -168,3 +168,27 @@ def test_cpu_noise_bits_unchanged():
     g = torch.Generator().manual_seed(4)
     want = _flat([torch.normal(0.0, opt.noise_std, p.shape, generator=g) for p in params])
     assert torch.equal(_flat(opt._noises(params)), want)
+
+
+def test_device_sampler_shares_and_size_bins_match_cpu(fake_gpu):  # noqa: F811
+    # part=(r, W) on the CUDA path (slot buffers of the whole batch, compaction before the
+    # size read) gives the CPU path's shares bit for bit; size_bins is the histogram of the
+    # sizes' bins (the one clipping pads by)
+    from _fake_cuda import cpu_kernels
+
+    from ldpfast import _buckets
+    from ldpfast.sampling import HeterPoisson
+
+    data = _graph(n=300, e=2400)
+    with cpu_kernels():
+        ref = HeterPoisson(data, 0.2, 2.0, seed=7)
+        want = {(t, r): ref.sample(t, part=(r, 3)) for t in range(2) for r in range(3)}
+    sp = HeterPoisson(_on_device(data), 0.2, 2.0, seed=7)
+    for (t, r), w in want.items():
+        got = sp.sample(t, part=(r, 3))
+        for f in ("x", "edge_index", "n_id", "ptr", "batch", "center", "y", "zeroed"):
+            assert torch.equal(getattr(got, f).as_subclass(torch.Tensor), getattr(w, f)), (t, r, f)
+        sizes = w.sizes()
+        hist = [int(((torch.ceil(torch.log2(sizes.double()))) == k).sum()) for k in range(_buckets.NUM_BINS)]
+        assert list(got.size_bins) == hist and sum(hist) == w.num_subgraphs > 0
+    assert DeviceInput.copies == [], DeviceInput.copies
