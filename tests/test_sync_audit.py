@@ -192,3 +192,24 @@ def test_device_sampler_shares_and_size_bins_match_cpu(fake_gpu):  # noqa: F811
         hist = [int(((torch.ceil(torch.log2(sizes.double()))) == k).sum()) for k in range(_buckets.NUM_BINS)]
         assert list(got.size_bins) == hist and sum(hist) == w.num_subgraphs > 0
     assert DeviceInput.copies == [], DeviceInput.copies
+
+
+def test_clipping_with_a_wrong_size_histogram_never_under_clips():
+    # sizes 1, 3, 3, 5 -> bins 0, 2, 2, 3; a histogram that puts a size-3 block in the size-1 bin
+    from ldpfast.privacy.dpsgd.clipping import _Blocks, _weight_sq_norms
+
+    g = torch.Generator().manual_seed(1)
+    seg = torch.repeat_interleave(torch.arange(4), torch.tensor([1, 3, 3, 5]))
+    A, G = torch.randn(12, 6, generator=g), torch.randn(12, 5, generator=g)
+    right = _weight_sq_norms(A, G, seg, 4)
+    want = torch.stack([(G[seg == b].t() @ A[seg == b]).double().pow(2).sum() for b in range(4)])
+    torch.testing.assert_close(right, want)
+    hist = [0] * 64
+    hist[0], hist[2], hist[3] = 1, 2, 1
+    assert torch.equal(_weight_sq_norms(A, G, _Blocks(seg, 4, tuple(hist)), 4), right)  # the sampler's: same bits
+    hist[0], hist[2] = 2, 1  # wrong: block 1 (3 rows) padded to 1 row
+    got = _weight_sq_norms(A, G, _Blocks(seg, 4, tuple(hist)), 4)
+    assert got[1] == float("inf") and torch.equal(got[[0, 3]], right[[0, 3]])
+    hist[0] = 0  # too few: blocks left out of every bin
+    got = _weight_sq_norms(A, G, _Blocks(seg, 4, tuple(hist)), 4)
+    assert (got[torch.tensor([1, 2, 3])] >= right[1:]).all() and torch.isinf(got).sum() >= 1

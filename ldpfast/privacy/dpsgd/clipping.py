@@ -600,6 +600,8 @@ class _Blocks:
         self.offs = torch.searchsorted(seg[self.order], torch.arange(B + 1, device=dev))
         self.counts = self.offs[1:] - self.offs[:-1]
         k = _buckets.size_bins(self.counts)
+        if bins is not None and (len(bins) != _buckets.NUM_BINS or sum(bins) > B):
+            bins = None  # not this segmentation's: read it
         if bins is None:
             bins = tuple(_buckets.bin_histogram(k).tolist())
         # blocks in bin order, ascending ids within a bin (stable): bin kk is a slice
@@ -623,7 +625,11 @@ def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.T
     Gz = torch.cat([G[order], G.new_zeros(1, G.shape[1])])
     zero_row = A.shape[0]
     din, dout = A.shape[1], G.shape[1]
-    out = torch.zeros(B, dtype=torch.float64, device=dev)
+    # fail-safe against a histogram that does not describe these blocks (a batch edited after
+    # sampling): a block with rows that no bin covers, or with more rows than its padding,
+    # gets an infinite norm, so it is clipped to zero instead of being under-clipped
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=dev)
+    out = torch.where(counts > 0, inf, torch.zeros((), dtype=torch.float64, device=dev))
     for ids, P in blocks.groups:  # padded sizes known on the host: no read here
         ar = torch.arange(P, device=dev)
         idx = offs[ids].unsqueeze(1) + ar.unsqueeze(0)
@@ -633,7 +639,7 @@ def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.T
             s = (torch.bmm(Ab, Ab.transpose(1, 2)).double() * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
         else:
             s = torch.bmm(Gb.transpose(1, 2), Ab).double().pow(2).sum((1, 2))
-        out[ids] = s
+        out[ids] = torch.where(counts[ids] <= P, s, inf)
     return out
 
 
