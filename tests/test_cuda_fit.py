@@ -579,7 +579,7 @@ def test_gpu_dprr_fit_randomised_graphs_equal_cpu():
 
 @pytest.mark.cuda
 @gpu
-def test_gpu_dpsgd_step_equals_cpu_noise_and_close_gradients():
+def test_gpu_dpsgd_step_device_noise_and_close_gradients():
     from ldpfast.privacy.dpsgd import (
         DPOptimizer,
         SubgraphGradSampleModule,
@@ -603,11 +603,16 @@ def test_gpu_dpsgd_step_equals_cpu_noise_and_close_gradients():
         gsm.clip_and_accumulate(0.5)
         clipped = flat_grad(net).detach().cpu()
         ref, _ = clipped_sum_loop(net, b, 0.5)
-        noise = torch.cat([z.reshape(-1).cpu() for z in opt._noises(
-            [p for p in net.parameters() if p.requires_grad])])
-        out[device] = (clipped, ref.cpu(), noise, gsm.norms().is_cuda)
+        params = [p for p in net.parameters() if p.requires_grad]
+        noise = torch.cat([z.reshape(-1).cpu() for z in opt._noises(params)])
+        again = torch.cat([z.reshape(-1).cpu() for z in opt._noises(params)])
+        out[device] = (clipped, ref.cpu(), noise, gsm.norms().is_cuda, again, [z.device for z in opt._noises(params)])
     assert out["cuda"][3]
-    assert torch.equal(out["cuda"][2], out["cpu"][2])  # same noise bits
+    # device noise: drawn on the GPU, a function of (seed, step) only (the same bits when drawn
+    # again at the same step), other bits than the CPU generator's, std 2 C sigma = 1
+    assert all(d.type == "cuda" for d in out["cuda"][5])
+    assert torch.equal(out["cuda"][4], out["cuda"][2]) and not torch.equal(out["cuda"][2], out["cpu"][2])
+    assert abs(float(out["cuda"][2].std()) - 1.0) < 0.3
     torch.testing.assert_close(out["cuda"][0].double(), out["cuda"][1], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(out["cuda"][0], out["cpu"][0], rtol=1e-4, atol=1e-5)
 

@@ -329,14 +329,34 @@ def fake_cuda_sampling(fake_cuda_prop):
                     n_id, zeroed):
         log.append("heter_nodes")
         allow = np.empty(0, np.uint8) if allow is None or allow.numel() == 0 else np_of(allow)
+        used = int(np_of(ub_ptr)[-1])  # the slots may be a share of longer buffers
         C.heter_nodes(np_of(rp), np_of(col), np_of(deg), np_of(centers),
                       np_of(cand_mask), allow, seed, step, q, M, drop, np_of(ub_ptr),
-                      np_of(counts), np_of(n_id), np_of(zeroed))
+                      np_of(counts), np_of(n_id)[:used], np_of(zeroed)[:used])
 
-    def heter_edges(rp, col, n_id, node_ptr, induced):
+    def used(n_id, node_ptr):  # the C++ kernel wants n_id to end where the last sub-graph does
+        return np_of(n_id)[:int(np_of(node_ptr)[-1])]
+
+    def heter_edge_counts(rp, col, n_id, node_ptr, induced):
         log.append("heter_edges")
-        csr = CSR(rp.as_subclass(torch.Tensor), col.as_subclass(torch.Tensor), rp.numel() - 1)
-        return dev(H._edges(C, csr, np_of(n_id), np_of(node_ptr), induced))
+        counts = np.empty(node_ptr.numel() - 1, dtype=np.int64)
+        C.heter_edges(np_of(rp), np_of(col), used(n_id, node_ptr), np_of(node_ptr), bool(induced), counts,
+                      np.empty(0, np.int64), np.empty(0, np.int64), False)
+        return dev(torch.from_numpy(counts))
+
+    def heter_edges(rp, col, n_id, node_ptr, induced, edge_ptr=None, num_edges=None):
+        log.append("heter_edges")
+        if edge_ptr is None:
+            csr = CSR(rp.as_subclass(torch.Tensor), col.as_subclass(torch.Tensor), rp.numel() - 1)
+            return dev(H._edges(C, csr, np_of(n_id), np_of(node_ptr), induced))
+        src, dst = np.empty(num_edges, np.int64), np.empty(num_edges, np.int64)
+        C.heter_edges(np_of(rp), np_of(col), used(n_id, node_ptr), np_of(node_ptr), bool(induced),
+                      np_of(edge_ptr), src, dst, True)
+        return dev(torch.from_numpy(np.stack([src, dst])))
+
+    def host_ints(t):  # the sampler's size reads (a real D2H copy on a GPU; counted by ldpfast._syncs)
+        log.append("host_ints")
+        return [int(v) for v in np_of(t)]
 
     def heter_infer(rp, col, centers, allow, seed, step, n_test):
         log.append("heter_infer")
@@ -352,6 +372,7 @@ def fake_cuda_sampling(fake_cuda_prop):
         return dev(torch.from_numpy(node_ptr)), dev(torch.from_numpy(n_id))
 
     mod.heter_central, mod.heter_nodes, mod.heter_edges = heter_central, heter_nodes, heter_edges
+    mod.heter_edge_counts, mod.host_ints = heter_edge_counts, host_ints
     mod.heter_infer = heter_infer
     return log
 

@@ -97,7 +97,14 @@ from .rng import (
                     fill_u32,
                     fill_uniform,
 )
-from .sampling import heter_central, heter_edges, heter_infer, heter_nodes
+from .sampling import (
+                    heter_central,
+                    heter_edge_counts,
+                    heter_edges,
+                    heter_infer,
+                    heter_nodes,
+                    host_ints,
+)
 from .synthetic import synth_edges, synth_features, synth_priorities, synth_upload
 from .userkey import report_keys, row_digests, set_digests
 
@@ -132,9 +139,11 @@ __all__ = [  # the backend module's ops and the loader's names (tests, ldpfast i
                     "grr",
                     "grr_fs",
                     "heter_central",
+                    "heter_edge_counts",
                     "heter_edges",
                     "heter_infer",
                     "heter_nodes",
+                    "host_ints",
                     "kernel_cache_dir",
                     "locallap_edge_values",
                     "locallap_zero",

@@ -304,11 +304,13 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         Where the data, the sampler (``csrc/cuda/sampling.cu`` on a GPU), per-sub-graph
         clipping, the optimizer and the model run: 'cpu', 'cuda' or 'cuda:N'; default (None)
         the device of ``data``.  The split and the initial weights are drawn on the CPU and
-        moved, the DP-SGD noise is drawn by the optimizer's CPU generator and copied to the
-        device once per step (so one seed gives the same split, batches, initial weights and
-        noise on every device; training arithmetic may differ by GPU non-determinism).  Host
-        syncs per step: the batch sizes (before allocations) and the clipping buckets' padded
-        sizes; the clipped fractions are read once at the end.  Evaluation needs
+        moved; the DP-SGD noise is drawn on the device by a generator seeded per step from
+        the optimizer's seed (so one seed gives the same split, batches and initial weights on
+        every device, and the same noise law but other noise bits on a GPU than on the CPU;
+        training arithmetic may also differ by GPU non-determinism).  Host syncs per step:
+        the sampler's two size reads (before allocations; they also carry the clipping
+        buckets' padded sizes) and the model's own (PyG's GCNConv self-loop mask); the
+        clipped fractions are read once at the end.  Evaluation needs
         :func:`ldpfast.sampling.inference_subgraphs` on the device: without its CUDA port a
         GNN model raises :class:`ldpfast.BackendUnavailable` naming it, before training.
 

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import _backend
+from .. import _backend, _buckets
 from .._checks import check_int, check_mask, check_prob, check_real
 from ..graph import CSR, _cached_graph, to_csr
 from ..privacy.accountants import check_degree_model, privacy_model
@@ -102,6 +102,10 @@ class SubgraphBatch:
         ``(N,)`` bool, peripheral nodes whose features were zeroed (Alg. 2 line 20).
     step : int
         The step (or inference round) this batch was drawn for.
+    size_bins : tuple of int or None
+        Host copy of the histogram of the sub-graph sizes' power-of-two bins
+        (:mod:`ldpfast._buckets`), read by the CUDA sampler with the batch sizes so that
+        per-sub-graph clipping needs no host read of its own; None: not known.
     """
 
     x: torch.Tensor | None
@@ -113,6 +117,7 @@ class SubgraphBatch:
     y: torch.Tensor | None
     zeroed: torch.Tensor
     step: int
+    size_bins: tuple[int, ...] | None = None
 
     @property
     def num_subgraphs(self) -> int:
@@ -282,8 +287,10 @@ def _assemble(data, n_id: np.ndarray, node_ptr: np.ndarray, zeroed: np.ndarray, 
                          center=center, y=y, zeroed=z, step=int(step))
 
 
-def _assemble_dev(data, n_id, node_ptr, counts, zeroed, edge_index, step: int, with_x: bool) -> SubgraphBatch:
-    """:func:`_assemble` for device tensors (torch ops where the tensors are, no host copy)."""
+def _assemble_dev(data, n_id, node_ptr, counts, zeroed, edge_index, step: int, with_x: bool,
+                  size_bins: tuple[int, ...] | None = None) -> SubgraphBatch:
+    """:func:`_assemble` for device tensors (torch ops where the tensors are, no host copy,
+    no host read)."""
     B, total = node_ptr.numel() - 1, n_id.numel()
     batch = torch.repeat_interleave(torch.arange(B, dtype=torch.int64, device=n_id.device), counts,
                                     output_size=total)
@@ -295,14 +302,15 @@ def _assemble_dev(data, n_id, node_ptr, counts, zeroed, edge_index, step: int, w
     x = getattr(data, "x", None)
     if x is not None and with_x:
         x = torch.index_select(x, 0, near(n_id, x))
-        x[near(z, x)] = 0
+        # masked_fill_, not x[z] = 0: a boolean index would read its size on the host
+        x.masked_fill_(near(z, x).view(-1, *([1] * (x.dim() - 1))), 0)
     else:
         x = None
     y = getattr(data, "y", None)
     if y is not None:
         y = torch.index_select(y, 0, near(n_id[node_ptr[:-1]], y))
     return SubgraphBatch(x=x, edge_index=edge_index, n_id=n_id, ptr=node_ptr, batch=batch,
-                         center=node_ptr[:-1].clone(), y=y, zeroed=z, step=int(step))
+                         center=node_ptr[:-1].clone(), y=y, zeroed=z, step=int(step), size_bins=size_bins)
 
 
 class HeterPoisson:
@@ -431,6 +439,7 @@ class HeterPoisson:
             if bool((deg < need).any()):
                 raise ValueError("out_degree: must be >= the out-degree of every node in data")
         self.out_degree = deg.contiguous()
+        self._cand_slots: torch.Tensor | None = None  # CUDA path: 1 + deg of every candidate
 
     @property
     def privacy_model(self) -> str:
@@ -501,30 +510,53 @@ class HeterPoisson:
 
     def _sample_cuda(self, step: int, with_x: bool, part: tuple[int, int] | None = None) -> SubgraphBatch:
         # sample() on the device: the same passes as the C++ path (same kernels' bodies,
-        # csrc/common/sampling.h), prefix sums and compaction with torch; no host copy.
+        # csrc/common/sampling.h), prefix sums and compaction with torch; no host copy.  Two
+        # host reads per step, both sizes that decide allocations: (1) the number of central
+        # nodes and of their node slots, (2) the batch's nodes and edges (with the histogram
+        # of sub-graph size bins that per-sub-graph clipping pads by, ldpfast/_buckets.py).
         k, csr = self._k, self.csr
         dev = csr.rowptr.device
-        centers = _share(self.central(step), part)
+        rp, cand = csr.rowptr, self.candidates
+        if self._cand_slots is None:  # 1 + deg(c) slots per candidate, fixed
+            self._cand_slots = rp[cand + 1] - rp[cand] + 1
+        flags = torch.empty(cand.numel(), dtype=torch.uint8, device=dev)
+        k.heter_central(cand, self.seed, step, self.q_b, flags)
+        f = flags.to(torch.int64)
+        rank = torch.cumsum(f, 0)  # rank[i]: central candidates among cand[:i + 1]
+        B_all, n_slots = k.host_ints(torch.stack([rank[-1], (f * self._cand_slots).sum()]))  # host read 1
+        # the r-th central node is the first candidate of rank r (rank is non-decreasing)
+        centers = cand[torch.searchsorted(rank, torch.arange(1, B_all + 1, device=dev))]
+        centers = _share(centers, part)
         B = centers.numel()
-        rp = csr.rowptr
         ub_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
         torch.cumsum(rp[centers + 1] - rp[centers] + 1, 0, out=ub_ptr[1:])
-        n_ub_size = int(ub_ptr[-1])
         counts = torch.empty(B, dtype=torch.int64, device=dev)
-        with _backend.oom_guard(f"HeterPoisson.sample: node slots of {B} sub-graphs", 9 * n_ub_size):
-            n_ub = torch.empty(n_ub_size, dtype=torch.int64, device=dev)
-            z_ub = torch.empty(n_ub_size, dtype=torch.uint8, device=dev)
+        # n_slots covers the whole batch, so also any share of it (no read of the share's own)
+        with _backend.oom_guard(f"HeterPoisson.sample: node slots of {B} sub-graphs", 9 * n_slots):
+            n_ub = torch.empty(n_slots, dtype=torch.int64, device=dev)
+            z_ub = torch.empty(n_slots, dtype=torch.uint8, device=dev)
+        node_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
+        if B == 0:
+            return _assemble_dev(self.data, n_ub[:0], node_ptr, counts, z_ub[:0],
+                                 torch.zeros(2, 0, dtype=torch.int64, device=dev), step, with_x, (0,) * _buckets.NUM_BINS)
         k.heter_nodes(rp, csr.col, self.out_degree, centers.contiguous(), self.cand_mask, self.allow_mask,
                       self.seed, step, self.q_b, self.M, self.overlap == "drop", ub_ptr, counts, n_ub, z_ub)
-        node_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
         torch.cumsum(counts, 0, out=node_ptr[1:])
-        total = int(node_ptr[-1])
-        pos = torch.repeat_interleave(ub_ptr[:-1] - node_ptr[:-1], counts, output_size=total) + torch.arange(
-            total, dtype=torch.int64, device=dev)
+        # compaction before the batch size is known: position i < N of the batch holds slot
+        # ub_ptr[b] + i - node_ptr[b] of the sub-graph b with node_ptr[b] <= i < node_ptr[b + 1];
+        # positions >= N hold clamped copies, never read, cut off below
+        i = torch.arange(n_slots, device=dev)
+        b = (torch.searchsorted(node_ptr, i, right=True) - 1).clamp_(0, B - 1)
+        pos = (ub_ptr[b] + i - node_ptr[b]).clamp_(0, n_slots - 1)
         n_id, zeroed = n_ub[pos], z_ub[pos]
+        edge_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
+        torch.cumsum(k.heter_edge_counts(rp, csr.col, n_id, node_ptr, self.induced), 0, out=edge_ptr[1:])
+        hist = _buckets.bin_histogram(_buckets.size_bins(counts))
+        N, E, *bins = k.host_ints(torch.cat([node_ptr[-1:], edge_ptr[-1:], hist]))  # host read 2
+        n_id, zeroed = n_id[:N], zeroed[:N]
         with _backend.oom_guard(f"HeterPoisson.sample: edges of {B} sub-graphs"):
-            ei = k.heter_edges(rp, csr.col, n_id, node_ptr, self.induced)
-        return _assemble_dev(self.data, n_id, node_ptr, counts, zeroed, ei, step, with_x)
+            ei = k.heter_edges(rp, csr.col, n_id, node_ptr, self.induced, edge_ptr, E)
+        return _assemble_dev(self.data, n_id, node_ptr, counts, zeroed, ei, step, with_x, tuple(bins))
 
     def __len__(self) -> int:
         if self.num_steps is None:

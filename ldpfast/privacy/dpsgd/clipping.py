@@ -55,11 +55,12 @@ Numerics: norms are accumulated in float64; gradients are clipped to ``C (1 - 1e
 that float32 rounding of the norm cannot push a clipped gradient above ``C``.
 
 Devices: everything runs on the device of the batch and the model (CUDA included): norms,
-buckets, the clipped sum.  Host syncs per step are only the bucket sizes (a padded size must
-be known before its ``bmm`` is allocated).  The Gaussian noise of :class:`DPOptimizer` is
-drawn by its CPU generator (so a seed gives the same noise bits on every device) and moved to
-the parameters' device in one asynchronous copy from pinned memory per step (``|params|``
-floats; no device-to-host transfer).
+buckets, the clipped sum.  No host sync: the number of sub-graphs of each padded size (needed
+before its ``bmm`` is allocated) comes with the batch (:attr:`SubgraphBatch.size_bins
+<ldpfast.sampling.SubgraphBatch>`, read by the CUDA sampler together with its own sizes);
+without it (a batch built by hand, rows repeated per node) it costs one host read per step
+and row layout (``ldpfast/_syncs.py`` counts them).  The Gaussian noise of
+:class:`DPOptimizer` is drawn on the parameters' device (:mod:`.optimizer`).
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ... import _buckets
 from ..._checks import check_eps
 from .mixing import check_no_mixing_layers, check_subgraph_independence
 
@@ -261,6 +263,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._recs: list[_Rec] = []
         self._active = False
         self._seg: torch.Tensor | None = None
+        self._size_bins: tuple[int, ...] | None = None  # host histogram of the batch's size bins
+        self._one_per_subgraph: torch.Tensor | None = None  # arange(B) of sub-graph-level rows
         self._num_subgraphs = 0
         # a training forward through the wrapper since the last release (clip_and_accumulate)
         self._pending = False
@@ -316,7 +320,10 @@ class SubgraphGradSampleModule(torch.nn.Module):
         if self._seg is not None and rows == self._seg.numel():
             return self._seg
         if rows == self._num_subgraphs:
-            return torch.arange(rows, device=self._device())
+            a = self._one_per_subgraph
+            if a is None or a.numel() != rows or a.device != self._device():
+                a = self._one_per_subgraph = torch.arange(rows, device=self._device())
+            return a
         raise RuntimeError(f"a parameterised layer saw {rows} rows: expected one per batch node "
                            f"({self._seg.numel() if self._seg is not None else '?'}) or one per sub-graph "
                            f"({self._num_subgraphs}); edge-level layers are not supported")
@@ -415,7 +422,9 @@ class SubgraphGradSampleModule(torch.nn.Module):
                         "call model.eval() or use torch.no_grad() first")
                 return self._module(batch.x, batch.edge_index)
             x, edge_index, seg = batch.x, batch.edge_index, batch.batch
+            bins = getattr(batch, "size_bins", None)
         else:
+            bins = None
             x = batch
             if seg is None or num_subgraphs is None:
                 if record:
@@ -430,6 +439,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
             self._independence_pending = False
         self._recs = []
         self._seg = seg
+        self._size_bins = bins
         self._num_subgraphs = int(num_subgraphs)
         self._pending = True
         self._bypassed = None  # a bypass is what happens between this forward and the release
@@ -447,6 +457,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._num_subgraphs = 0
         self._seg = None  # so that _device() is the parameters' device, not the last batch's
         self._seg = torch.zeros(0, dtype=torch.long, device=self._device())
+        self._size_bins = None
         self._pending = True
 
     def check_release(self) -> None:
@@ -525,15 +536,28 @@ class SubgraphGradSampleModule(torch.nn.Module):
         groups: dict[int, list] = {}
         for r, p, a, g in self._per_param_terms():
             groups.setdefault(id(p), []).append((self._seg_rows(r, g.shape[0]), a, g))
+        blocks: dict[int, _Blocks] = {}  # by segmentation: most weights share the batch's
         for uses in groups.values():
-            seg = torch.cat([u[0] for u in uses])
-            G = torch.cat([u[2] for u in uses])
+            seg = uses[0][0] if len(uses) == 1 else torch.cat([u[0] for u in uses])
+            G = uses[0][2] if len(uses) == 1 else torch.cat([u[2] for u in uses])
             if uses[0][1] is None:
                 s = torch.zeros(B, G.shape[1], dtype=torch.float64, device=G.device).index_add_(0, seg, G.double())
                 sq += s.pow(2).sum(1)
             else:
-                sq += _weight_sq_norms(torch.cat([u[1] for u in uses]), G, seg, B)
+                A = uses[0][1] if len(uses) == 1 else torch.cat([u[1] for u in uses])
+                if id(seg) not in blocks:
+                    blocks[id(seg)] = _Blocks(seg, B, self._known_bins(seg))
+                sq += _weight_sq_norms(A, G, blocks[id(seg)], B)
         return sq.sqrt()
+
+    def _known_bins(self, seg: torch.Tensor) -> tuple[int, ...] | None:
+        """Host histogram of the size bins of ``seg`` without a host read, when known: the
+        sampler's for the batch's own rows, all blocks of size 1 for one row per sub-graph."""
+        if seg is self._seg and self._size_bins is not None:
+            return self._size_bins
+        if seg is self._one_per_subgraph:
+            return (self._num_subgraphs,) + (0,) * (_buckets.NUM_BINS - 1)
+        return None
 
     def clip_and_accumulate(self, max_grad_norm: float) -> ClipStats:
         """Write ``sum_b min(1, C/||g_b||) g_b`` into every parameter's ``.grad``.
@@ -560,29 +584,53 @@ class SubgraphGradSampleModule(torch.nn.Module):
         return ClipStats(norms=norms, factors=factors)
 
 
-def _buckets(counts: torch.Tensor):
-    """Blocks grouped by padded size 2^k: yields (block ids, padded size)."""
-    nz = counts > 0
-    size = torch.where(nz, counts, torch.ones_like(counts))
-    k = torch.ceil(torch.log2(size.double())).long()
-    for kk in torch.unique(k[nz]).tolist():
-        ids = torch.nonzero(nz & (k == kk)).flatten()
-        yield ids, 1 << int(kk)
+class _Blocks:
+    """Rows of one segmentation sorted by block, and the blocks grouped by padded size 2^k
+    (:mod:`ldpfast._buckets`), shared by every parameter that uses the same rows.
+
+    ``bins``: the host histogram of the size bins when known (the CUDA sampler reads it with
+    the batch sizes), else read here: one host read per segmentation and step (a padded size
+    must be known before its ``bmm`` is allocated).
+    """
+
+    def __init__(self, seg: torch.Tensor, B: int, bins: tuple[int, ...] | None):
+        dev = seg.device
+        self.order = torch.argsort(seg, stable=True)
+        # block offsets by searchsorted on the sorted ids: CUDA bincount would read max(seg)
+        self.offs = torch.searchsorted(seg[self.order], torch.arange(B + 1, device=dev))
+        self.counts = self.offs[1:] - self.offs[:-1]
+        k = _buckets.size_bins(self.counts)
+        if bins is not None and (len(bins) != _buckets.NUM_BINS or sum(bins) > B):
+            bins = None  # not this segmentation's: read it
+        if bins is None:
+            bins = tuple(_buckets.bin_histogram(k).tolist())
+        # blocks in bin order, ascending ids within a bin (stable): bin kk is a slice
+        by_bin = torch.argsort(k, stable=True)
+        self.groups = []
+        start = 0
+        for kk, nb in enumerate(bins):
+            if nb:
+                self.groups.append((by_bin[start:start + nb], 1 << kk))
+                start += nb
 
 
-def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, seg: torch.Tensor, B: int) -> torch.Tensor:
-    """Per-block ||G_b^T A_b||_F^2 (float64, (B,)), ghost or materialised per bucket."""
+def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.Tensor, B: int) -> torch.Tensor:
+    """Per-block ||G_b^T A_b||_F^2 (float64, (B,)), ghost or materialised per bucket;
+    ``blocks``: a :class:`_Blocks`, or the block id of every row (one host read)."""
     dev = A.device
-    order = torch.argsort(seg, stable=True)
-    counts = torch.bincount(seg, minlength=B)
-    offs = torch.zeros(B + 1, dtype=torch.long, device=dev)
-    offs[1:] = torch.cumsum(counts, 0)
+    if isinstance(blocks, torch.Tensor):
+        blocks = _Blocks(blocks, B, None)
+    order, offs, counts = blocks.order, blocks.offs, blocks.counts
     Az = torch.cat([A[order], A.new_zeros(1, A.shape[1])])
     Gz = torch.cat([G[order], G.new_zeros(1, G.shape[1])])
     zero_row = A.shape[0]
     din, dout = A.shape[1], G.shape[1]
-    out = torch.zeros(B, dtype=torch.float64, device=dev)
-    for ids, P in _buckets(counts):  # host sync: the padded sizes (allocation shapes)
+    # fail-safe against a histogram that does not describe these blocks (a batch edited after
+    # sampling): a block with rows that no bin covers, or with more rows than its padding,
+    # gets an infinite norm, so it is clipped to zero instead of being under-clipped
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=dev)
+    out = torch.where(counts > 0, inf, torch.zeros((), dtype=torch.float64, device=dev))
+    for ids, P in blocks.groups:  # padded sizes known on the host: no read here
         ar = torch.arange(P, device=dev)
         idx = offs[ids].unsqueeze(1) + ar.unsqueeze(0)
         idx = torch.where(ar.unsqueeze(0) < counts[ids].unsqueeze(1), idx, torch.full_like(idx, zero_row))
@@ -591,7 +639,7 @@ def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, seg: torch.Tensor, B: int
             s = (torch.bmm(Ab, Ab.transpose(1, 2)).double() * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
         else:
             s = torch.bmm(Gb.transpose(1, 2), Ab).double().pow(2).sum((1, 2))
-        out[ids] = s
+        out[ids] = torch.where(counts[ids] <= P, s, inf)
     return out
 
 

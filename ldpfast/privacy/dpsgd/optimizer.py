@@ -2,9 +2,14 @@
 
 Paper 003 (Xiang, Wang and Wang), Algorithm 1 lines 6-10.  The per-sub-graph clipping is
 :mod:`.clipping`; the accountant of ``sigma`` is
-:class:`ldpfast.privacy.accountants.HeterPoissonAccountant`.  The Gaussian noise is drawn by
-a CPU generator (a seed gives the same noise bits on every device) and moved to the
-parameters' device in one asynchronous copy from pinned memory per step.
+:class:`ldpfast.privacy.accountants.HeterPoissonAccountant`.  The Gaussian noise,
+``N(0, (2 C sigma)^2)`` per coordinate and per step, is drawn where the parameters are: on
+the CPU by the optimizer's CPU generator (the same bits as before), on a GPU by a generator
+on that device, seeded for every step from the optimizer's seed and the step count, in one
+launch for all parameters (no host work proportional to the model, no copy, no sync).
+Changed (issue 32): GPU noise used to be the CPU generator's bits copied to the device, the
+same bits on every device; it is now the device generator's, so a seed no longer gives the
+same noise on the CPU and on a GPU (the law and the calibration are unchanged).
 
 Accounting follows the steps actually taken: the optimizer counts every release
 (``steps``, noise-only steps included), :meth:`DPOptimizer.epsilon` asks the bound
@@ -63,13 +68,20 @@ class DPOptimizer:
         Alg. 1 line 10.  Dividing by the *expected*, not the realised, number of sub-graphs
         keeps the update a post-processing of the noisy sum.
     seed : int, optional
-        Seed of the noise generator (``None``: from the OS).  Whoever knows it can rebuild the
-        noise and subtract it, so keep it secret: no report or ledger entry records it (the
-        optimizer's ``generator``, like any PRNG state, does: do not publish the optimizer).
+        Seed of the noise (``None``: from the OS).  Whoever knows it can rebuild the
+        noise and subtract it, so keep it secret: no report, ledger entry or
+        :meth:`state_dict` records it (the optimizer's CPU ``generator``, like any PRNG
+        state, is in :meth:`state_dict`: do not publish it).  Parameters on the CPU: the
+        CPU generator seeded once with it.  Parameters on a GPU: a generator on that device,
+        seeded at every step with a 64-bit mix of ``seed`` and the step count
+        (:attr:`steps`), so the noise of step ``t`` depends on ``(seed, t)`` only and a run
+        resumed from :meth:`state_dict` with the same seed continues it without repeating
+        a step's noise; these bits differ from the CPU generator's.
     secure_mode : bool
         Draw each noise coordinate as the normalised sum of 4 Gaussians from a generator
         seeded by ``secrets`` (Opacus' mitigation of floating-point attacks on Gaussian
-        sampling, Holohan & Braghin 2021); ignores ``seed``.
+        sampling, Holohan & Braghin 2021; on a GPU, reseeded from ``secrets`` every step);
+        ignores ``seed``.
     accountant : HeterPoissonAccountant or MixtureAccountant, optional
         The accountant of the sampling actually used (anything with ``epsilon(sigma, T,
         delta, method=...)``): :meth:`epsilon` reports the steps taken with it, and
@@ -119,7 +131,10 @@ class DPOptimizer:
         self.expected_batch_size = expected_batch_size
         self.secure_mode = bool(secure_mode)
         self.generator = torch.Generator()
-        self.generator.manual_seed(secrets.randbits(63) if secure_mode else resolve_seed(seed) & ((1 << 63) - 1))
+        seed = None if secure_mode else resolve_seed(seed)
+        self.generator.manual_seed(secrets.randbits(63) if secure_mode else seed & ((1 << 63) - 1))
+        self._seed = seed  # device noise: reseeded per step from it; never in state_dict
+        self._device_gens: dict[torch.device, torch.Generator] = {}
         self.steps = 0
         self.last_stats: ClipStats | None = None
         if accountant is not None and not callable(getattr(accountant, "epsilon", None)):
@@ -267,20 +282,40 @@ class DPOptimizer:
         return torch.normal(0.0, std, shape, generator=self.generator)
 
     def _noises(self, params) -> list[torch.Tensor]:
-        """One noise tensor per parameter, drawn in parameter order by the CPU generator (the
-        same bits on every device), each on its parameter's device: device parameters get
-        theirs in one asynchronous host-to-device copy from pinned memory."""
-        zs = [self._noise(p.shape) for p in params]
+        """One noise tensor per parameter, on its device: CPU parameters get the CPU
+        generator's draws in parameter order, device parameters :meth:`_device_noises`."""
         dev = [p.device for p in params if p.device.type != "cpu"]
         if not dev:
-            return zs
+            return [self._noise(p.shape) for p in params]
         if any(p.device != dev[0] for p in params):
             raise ValueError(f"model: parameters on several devices ({sorted({str(p.device) for p in params})}); "
                              "DPOptimizer expects one device")
-        sizes = [z.numel() for z in zs]
-        host = torch.empty(sum(sizes), dtype=zs[0].dtype, pin_memory=True)
-        torch.cat([z.reshape(-1) for z in zs], out=host)
-        flat = host.to(dev[0], non_blocking=True)
+        return self._device_noises(params, dev[0])
+
+    def _step_seed(self) -> int:
+        """Seed of this step's device noise: a 64-bit mix of the seed and :attr:`steps`
+        (distinct steps, distinct seeds), fresh from ``secrets`` in secure mode."""
+        if self._seed is None:
+            return secrets.randbits(63)
+        return _mix64(self._seed, self.steps) & ((1 << 63) - 1)
+
+    def _device_noises(self, params, device) -> list[torch.Tensor]:
+        """The noise of this step drawn on ``device`` by a generator there, seeded by
+        :meth:`_step_seed`: one flat draw for all parameters (one launch, nothing on the
+        host but the seed), in the parameters' dtype when they share one."""
+        gen = self._device_gens.get(device)
+        if gen is None:
+            gen = self._device_gens[device] = torch.Generator(device=device)
+        gen.manual_seed(self._step_seed())
+        sizes = [p.numel() for p in params]
+        dtypes = {p.dtype for p in params}
+        dtype = dtypes.pop() if len(dtypes) == 1 and params[0].is_floating_point() else torch.float32
+        std = self.noise_std
+        flat = torch.empty(sum(sizes), dtype=dtype, device=device).normal_(0.0, std, generator=gen)
+        if self.secure_mode:  # the normalised sum of 4 Gaussians, as _noise
+            for _ in range(3):
+                flat += torch.empty_like(flat).normal_(0.0, std, generator=gen)
+            flat /= 2.0
         return [f.view(p.shape) for f, p in zip(flat.split(sizes), params)]
 
     def _add_noise(self, params: list[torch.nn.Parameter]) -> None:
@@ -328,6 +363,15 @@ class DPOptimizer:
         self.module.forward_empty()
         self.pre_step()
         return self.optimizer.step()
+
+
+def _mix64(a: int, b: int) -> int:
+    """SplitMix64 of ``a + golden * (b + 1)``: a bijection of ``b`` for a given ``a``."""
+    m = (1 << 64) - 1
+    x = (a + 0x9E3779B97F4A7C15 * (b + 1)) & m
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+    return x ^ (x >> 31)
 
 
 def gaussian_noise_std(max_grad_norm: float, sigma: float) -> float:
