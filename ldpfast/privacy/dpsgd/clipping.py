@@ -56,8 +56,8 @@ that float32 rounding of the norm cannot push a clipped gradient above ``C``.
 
 Devices: everything runs on the device of the batch and the model (CUDA included): norms,
 buckets, the clipped sum.  No host sync: the number of sub-graphs of each padded size (needed
-before its ``bmm`` is allocated) comes with the batch (:attr:`SubgraphBatch.size_bins
-<ldpfast.sampling.SubgraphBatch>`, read by the CUDA sampler together with its own sizes);
+before its ``bmm`` is allocated) comes with the batch (``size_bins`` of a
+:class:`ldpfast.sampling.SubgraphBatch`, read by the CUDA sampler together with its own sizes);
 without it (a batch built by hand, rows repeated per node) it costs one host read per step
 and row layout (``ldpfast/_syncs.py`` counts them).  The Gaussian noise of
 :class:`DPOptimizer` is drawn on the parameters' device (:mod:`.optimizer`).
