@@ -119,48 +119,26 @@ static inline unsigned __fns(unsigned mask, unsigned base, int offset) {
 }
 
 // Atomics: one OS thread runs every lane, so a read-modify-write is atomic as it stands.
-template <class T, class U>
-static inline T atomicMin(T* p, U v) {
+template <class T, class F>
+static inline T emu_rmw(T* p, F f) {
     const T old = *p;
-    if ((T)v < old) *p = (T)v;
+    *p = f(old);
     return old;
 }
 template <class T, class U>
-static inline T atomicMax(T* p, U v) {
-    const T old = *p;
-    if ((T)v > old) *p = (T)v;
-    return old;
-}
+static inline T atomicMin(T* p, U v) { return emu_rmw(p, [&](T o) { return (T)v < o ? (T)v : o; }); }
 template <class T, class U>
-static inline T atomicAdd(T* p, U v) {
-    const T old = *p;
-    *p = (T)(old + (T)v);
-    return old;
-}
+static inline T atomicMax(T* p, U v) { return emu_rmw(p, [&](T o) { return (T)v > o ? (T)v : o; }); }
 template <class T, class U>
-static inline T atomicOr(T* p, U v) {
-    const T old = *p;
-    *p = (T)(old | (T)v);
-    return old;
-}
+static inline T atomicAdd(T* p, U v) { return emu_rmw(p, [&](T o) { return (T)(o + (T)v); }); }
 template <class T, class U>
-static inline T atomicAnd(T* p, U v) {
-    const T old = *p;
-    *p = (T)(old & (T)v);
-    return old;
-}
+static inline T atomicOr(T* p, U v) { return emu_rmw(p, [&](T o) { return (T)(o | (T)v); }); }
 template <class T, class U>
-static inline T atomicExch(T* p, U v) {
-    const T old = *p;
-    *p = (T)v;
-    return old;
-}
+static inline T atomicAnd(T* p, U v) { return emu_rmw(p, [&](T o) { return (T)(o & (T)v); }); }
+template <class T, class U>
+static inline T atomicExch(T* p, U v) { return emu_rmw(p, [&](T) { return (T)v; }); }
 template <class T, class U, class V>
-static inline T atomicCAS(T* p, U cmp, V v) {
-    const T old = *p;
-    if (old == (T)cmp) *p = (T)v;
-    return old;
-}
+static inline T atomicCAS(T* p, U cmp, V v) { return emu_rmw(p, [&](T o) { return o == (T)cmp ? (T)v : o; }); }
 
 // Run f() on every thread of a grid of `blocks` blocks of `threads` threads (a multiple of 32).
 template <class F>
