@@ -267,6 +267,7 @@ def test_state_dict_round_trip_keeps_the_count_and_the_noise_stream(cora_batch):
     for _ in range(3):
         _train_step(gsm, opt, cora_batch)
     state = copy.deepcopy(opt.state_dict())
+    assert set(state) == {"optimizer", "steps", "sigma", "max_grad_norm"}  # nothing rebuilds the noise
     net2 = copy.deepcopy(net)
     gsm2 = SubgraphGradSampleModule(net2)
     opt2 = DPOptimizer(torch.optim.SGD(net2.parameters(), lr=0.1), gsm2, sigma=2.0, max_grad_norm=C, seed=3,

@@ -131,8 +131,12 @@ def test_empty_poisson_batches_flow_through_the_loop(cora):
 
 def test_state_dict_resumes_with_the_same_parameters_and_epsilon(cora):
     """Interrupted after 3 of 6 steps, resumed in a new engine on a differently initialised
-    model without a seed: the same parameters, step count and epsilon as the run without
-    interruption (the sampler continues with step 3, the noise stream too)."""
+    model made private with the same seed: the same parameters, step count and epsilon as
+    the run without interruption (the sampler continues with step 3, the noise too).  The
+    state holds nothing that rebuilds the noise or the batches: resumed without the seed, the
+    count and epsilon carry over, the batches and noise are fresh."""
+    from ldpfast.privacy.engine import NOISE_TAG, SAMPLER_TAG
+
     engine, net, model, opt, sampler = _private(cora)
     _train(model, opt, sampler)
     e_full = engine.get_epsilon(DELTA)
@@ -140,12 +144,21 @@ def test_state_dict_resumes_with_the_same_parameters_and_epsilon(cora):
     engine1, _, model1, opt1, sampler1 = _private(cora)
     _train(model1, opt1, sampler1, stop=3)
     state = copy.deepcopy(engine1.state_dict())
-    engine2, net2, model2, opt2, sampler2 = _private(cora, seed=None, init=7)
+    flat = repr(state)  # no seed and no generator state anywhere in it
+    assert all(str(v) not in flat for v in (1, 1 ^ SAMPLER_TAG, 1 ^ NOISE_TAG)[1:])
+    assert "generator" not in state["optimizer"] and "sampler_seed" not in state
+    engine2, net2, model2, opt2, sampler2 = _private(cora, init=7)
     engine2.load_state_dict(state)
     assert engine2.steps == 3 and len(sampler2) == 3
     assert _train(model2, opt2, sampler2) == [b.num_subgraphs for b in map(sampler.sample, range(3, 6))]
     assert engine2.steps == 6 and engine2.get_epsilon(DELTA) == e_full
     assert _same(_params(net2), _params(net))
+    engine3, net3, model3, opt3, sampler3 = _private(cora, seed=None, init=7)
+    engine3.load_state_dict(state)
+    assert engine3.steps == 3 and len(sampler3) == 3
+    _train(model3, opt3, sampler3)
+    assert engine3.steps == 6 and engine3.get_epsilon(DELTA) == e_full
+    assert not _same(_params(net3), _params(net))  # fresh noise: not the saved run's
 
     other = _private(cora, M=1.0)[0]
     with pytest.raises(ValueError, match=r"M: the state's 3 steps were accounted with M=2\.0"):

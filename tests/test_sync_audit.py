@@ -162,12 +162,16 @@ def test_device_noise_is_calibrated():
         assert [tuple(t.shape) for t in opt._device_noises(params, torch.device("cpu"))] == [(200, 300), (200,)]
 
 
-def test_cpu_noise_bits_unchanged():
-    # CPU parameters: the CPU generator's draws, parameter by parameter, as before
+def test_cpu_noise_is_the_step_seeds_draws():
+    # CPU parameters: the CPU generator's draws, parameter by parameter, from a state set by
+    # (seed, step) alone (nothing to save in a checkpoint): step t's noise whatever came before
     opt, params = _opt()
-    g = torch.Generator().manual_seed(4)
+    g = torch.Generator().manual_seed(opt._step_seed())
     want = _flat([torch.normal(0.0, opt.noise_std, p.shape, generator=g) for p in params])
     assert torch.equal(_flat(opt._noises(params)), want)
+    assert torch.equal(_flat(opt._noises(params)), want)  # same step, same noise
+    opt.steps += 1
+    assert not torch.equal(_flat(opt._noises(params)), want)  # another step, other noise
 
 
 def test_device_sampler_shares_and_size_bins_match_cpu(fake_gpu):  # noqa: F811

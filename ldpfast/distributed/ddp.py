@@ -136,9 +136,9 @@ class DistributedDPOptimizer(DPOptimizer):
         """Add the noise (rank 0) to this rank's clipped sum, then all-reduce (:meth:`pre_step`
         clips before and scales and counts after)."""
         rank, world = _world()
-        if rank == 0:
-            for p in params:  # the single-process optimizer's draws (CPU generator), in its order
-                p.grad = p.grad + self._noise(p.shape).to(device=p.device, dtype=p.dtype)
+        if rank == 0:  # the single-process optimizer's draws (CPU generator), in its order
+            for p, z in zip(params, self._cpu_noises([p.shape for p in params])):
+                p.grad = p.grad + z.to(device=p.device, dtype=p.dtype)
         if world > 1:
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM, group=self.group)

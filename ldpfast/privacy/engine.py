@@ -39,8 +39,9 @@ What holds the loop to the accounting (every refusal comes before anything chang
   :class:`~ldpfast.privacy.dpsgd.DPUsageError`; a model that mixes sub-graphs raises
   :class:`~ldpfast.privacy.dpsgd.SubgraphMixingError`;
 * :meth:`NodeDPEngine.get_epsilon` accounts for the steps taken, and
-  :meth:`NodeDPEngine.state_dict` carries them (with the model, the optimizer and the
-  secret streams) so that a resumed run continues the same accounting and the same batches.
+  :meth:`NodeDPEngine.state_dict` carries them (with the model and the optimizer, never a
+  seed or generator state) so that a resumed run continues the same accounting, and, made
+  private with the same seed, the same batches and noise.
 
 ``sampling="nodes"`` is the naive node-level DP-SGD of paper 003's Table II: one example
 per node (its features and label, no edge), Poisson-sampled at the same rate and accounted
@@ -458,23 +459,25 @@ class NodeDPEngine:
 
     # ------------------------------------------------------------------ resuming
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs: the model's parameters, the optimizer (its step
-        count, noise generator and the wrapped optimizer's state), the sampler's seed and the
-        plan the steps were accounted under.
+        """What a resumed run needs: the model's parameters, the optimizer (its step count and
+        the wrapped optimizer's state) and the plan the steps were accounted under.
 
-        Keep it private: the noise generator's state and the sampler's seed rebuild the noise
-        and the batches.
+        Nothing in it rebuilds the noise or the batches (no seed, no generator state): the
+        engine made private again with the same ``seed`` continues the same trajectory, with
+        another seed (or none) fresh batches and noise, as private.  The parameters are the
+        private output itself.
         """
         opt = self._made()
         return {"model": self.module._module.state_dict(), "optimizer": opt.state_dict(),
-                "sampler_seed": self.sampler.sampler.seed, "plan": dict(self._plan),
+                "plan": dict(self._plan),
                 "accountant": self.accounting_method}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` on an engine made private with the same settings:
         the step count (so :meth:`get_epsilon` and the limits include the steps taken before),
-        the parameters, the optimizer, the noise stream and the batches (the sampler continues
-        with step ``steps``).
+        the parameters and the optimizer; the sampler and the noise continue with step
+        ``steps`` under this engine's seed (the saved run's trajectory when it is the same
+        seed).  A ``"sampler_seed"`` entry of an older state is ignored.
 
         Raises
         ------
@@ -484,7 +487,7 @@ class NodeDPEngine:
             belongs to another architecture, or lacks a key; nothing is changed then.
         """
         opt = self._made()
-        missing = {"model", "optimizer", "sampler_seed", "plan"} - set(state_dict)
+        missing = {"model", "optimizer", "plan"} - set(state_dict)
         if missing:
             raise ValueError(f"state_dict: missing {sorted(missing)} (expected NodeDPEngine.state_dict())")
         old = state_dict["plan"]
@@ -505,4 +508,3 @@ class NodeDPEngine:
                              "resume with the same architecture")
         opt.load_state_dict(state_dict["optimizer"])  # validates before it changes anything
         self.module._module.load_state_dict(theirs)
-        self.sampler.sampler.seed = int(state_dict["sampler_seed"])

@@ -3,13 +3,14 @@
 Paper 003 (Xiang, Wang and Wang), Algorithm 1 lines 6-10.  The per-sub-graph clipping is
 :mod:`.clipping`; the accountant of ``sigma`` is
 :class:`ldpfast.privacy.accountants.HeterPoissonAccountant`.  The Gaussian noise,
-``N(0, (2 C sigma)^2)`` per coordinate and per step, is drawn where the parameters are: on
-the CPU by the optimizer's CPU generator (the same bits as before), on a GPU by a generator
-on that device, seeded for every step from the optimizer's seed and the step count, in one
-launch for all parameters (no host work proportional to the model, no copy, no sync).
-Changed (issue 32): GPU noise used to be the CPU generator's bits copied to the device, the
-same bits on every device; it is now the device generator's, so a seed no longer gives the
-same noise on the CPU and on a GPU (the law and the calibration are unchanged).
+``N(0, (2 C sigma)^2)`` per coordinate and per step, is drawn where the parameters are, by a
+generator there (the CPU's, or the GPU's in one launch for all parameters: no host work
+proportional to the model, no copy, no sync) seeded for every step from the optimizer's seed
+and the step count.  Changed (issue 32): GPU noise used to be the CPU generator's bits copied
+to the device; a seed no longer gives the same noise on the CPU and on a GPU (the law and the
+calibration are unchanged).  Changed (2026-11-27): the CPU generator used to be seeded once
+and its state saved in :meth:`DPOptimizer.state_dict`, so a checkpoint rebuilt the noise; it
+is now reseeded per step too, and no state holds a seed or a generator state.
 
 Accounting follows the steps actually taken: the optimizer counts every release
 (``steps``, noise-only steps included), :meth:`DPOptimizer.epsilon` asks the bound
@@ -70,13 +71,13 @@ class DPOptimizer:
     seed : int, optional
         Seed of the noise (``None``: from the OS).  Whoever knows it can rebuild the
         noise and subtract it, so keep it secret: no report, ledger entry or
-        :meth:`state_dict` records it (the optimizer's CPU ``generator``, like any PRNG
-        state, is in :meth:`state_dict`: do not publish it).  Parameters on the CPU: the
-        CPU generator seeded once with it.  Parameters on a GPU: a generator on that device,
-        seeded at every step with a 64-bit mix of ``seed`` and the step count
-        (:attr:`steps`), so the noise of step ``t`` depends on ``(seed, t)`` only and a run
-        resumed from :meth:`state_dict` with the same seed continues it without repeating
-        a step's noise; these bits differ from the CPU generator's.
+        :meth:`state_dict` records it, nor any generator state.  Every step's noise comes
+        from a generator on the parameters' device (the CPU's for CPU parameters) seeded with
+        a 64-bit mix of ``seed`` and the step count (:attr:`steps`), so the noise of step
+        ``t`` depends on ``(seed, t)`` only: a run resumed from :meth:`state_dict` with the
+        same seed continues it without repeating a step's noise, and one resumed with
+        another seed (or none) draws fresh noise, as private.  CPU and GPU generators give
+        different bits.
     secure_mode : bool
         Draw each noise coordinate as the normalised sum of 4 Gaussians from a generator
         seeded by ``secrets`` (Opacus' mitigation of floating-point attacks on Gaussian
@@ -106,11 +107,11 @@ class DPOptimizer:
 
     Notes
     -----
-    A resumed run must load the optimizer's :meth:`state_dict` (its step count and noise
-    generator) and sample from step ``steps`` on (``sampler.sample(t)`` for ``t`` in
-    ``range(opt.steps, T)``): sampling step ``t`` again gives the same batch, which the
-    accountant does not allow for, and a generator restarted from its seed repeats the
-    noise.
+    A resumed run must load the optimizer's :meth:`state_dict` (its step count) and sample
+    from step ``steps`` on (``sampler.sample(t)`` for ``t`` in ``range(opt.steps, T)``):
+    sampling step ``t`` again gives the same batch, which the accountant does not allow for;
+    the noise of step ``t`` is drawn from ``(seed, t)``, so the step count also keeps a step's
+    noise from being drawn twice.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, module: SubgraphGradSampleModule, *, sigma: float,
@@ -133,7 +134,7 @@ class DPOptimizer:
         self.generator = torch.Generator()
         seed = None if secure_mode else resolve_seed(seed)
         self.generator.manual_seed(secrets.randbits(63) if secure_mode else seed & ((1 << 63) - 1))
-        self._seed = seed  # device noise: reseeded per step from it; never in state_dict
+        self._seed = seed  # every step's generator is reseeded from it (_step_seed); never in state_dict
         self._device_gens: dict[torch.device, torch.Generator] = {}
         self.steps = 0
         self.last_stats: ClipStats | None = None
@@ -229,17 +230,18 @@ class DPOptimizer:
         return self.accountant.epsilon(self.sigma, self.steps, delta, method=method)
 
     def state_dict(self) -> dict[str, Any]:
-        """The wrapped optimizer's state, the step count, the noise generator's state and the
-        noise settings the count was accounted with.
-
-        Keep it private like the seed: the generator state rebuilds the noise.
+        """The wrapped optimizer's state, the step count and the noise settings the count was
+        accounted with.  Nothing in it rebuilds the noise (no seed, no generator state): a
+        checkpoint may be stored like the model.
         """
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "sigma": self.sigma,
-                "max_grad_norm": self.max_grad_norm, "generator": self.generator.get_state()}
+                "max_grad_norm": self.max_grad_norm}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the step count (so :meth:`epsilon` and the limits
-        include the steps taken before), the noise generator and the wrapped optimizer.
+        include the steps taken before) and the wrapped optimizer.  The noise continues from
+        step ``steps`` under this optimizer's own seed (the same trajectory when it is the
+        seed of the saved run).  A ``"generator"`` entry of an older state is ignored.
 
         Raises
         ------
@@ -247,7 +249,7 @@ class DPOptimizer:
             If the state was taken with another ``sigma`` or ``max_grad_norm`` (one noise
             level is accounted for all steps), or lacks a key.
         """
-        missing = {"optimizer", "steps", "sigma", "max_grad_norm", "generator"} - set(state_dict)
+        missing = {"optimizer", "steps", "sigma", "max_grad_norm"} - set(state_dict)
         if missing:
             raise ValueError(f"state_dict: missing {sorted(missing)} (expected DPOptimizer.state_dict())")
         for name in ("sigma", "max_grad_norm"):
@@ -257,7 +259,6 @@ class DPOptimizer:
                                  f"assumes one {name} for all steps: build the optimizer with the same value")
         steps = check_int("state_dict['steps']", state_dict["steps"], 0)
         self.optimizer.load_state_dict(state_dict["optimizer"])
-        self.generator.set_state(state_dict["generator"])
         self.steps = steps
 
     # ------------------------------------------------------------------ optimizer
@@ -286,14 +287,21 @@ class DPOptimizer:
         generator's draws in parameter order, device parameters :meth:`_device_noises`."""
         dev = [p.device for p in params if p.device.type != "cpu"]
         if not dev:
-            return [self._noise(p.shape) for p in params]
+            return self._cpu_noises([p.shape for p in params])
         if any(p.device != dev[0] for p in params):
             raise ValueError(f"model: parameters on several devices ({sorted({str(p.device) for p in params})}); "
                              "DPOptimizer expects one device")
         return self._device_noises(params, dev[0])
 
+    def _cpu_noises(self, shapes) -> list[torch.Tensor]:
+        """This step's noise on the CPU, one tensor per shape in order, from the CPU generator
+        seeded by :meth:`_step_seed`: its state comes from ``(seed, step)`` alone, so nothing
+        needs saving to resume it."""
+        self.generator.manual_seed(self._step_seed())
+        return [self._noise(shape) for shape in shapes]
+
     def _step_seed(self) -> int:
-        """Seed of this step's device noise: a 64-bit mix of the seed and :attr:`steps`
+        """Seed of this step's noise generator: a 64-bit mix of the seed and :attr:`steps`
         (distinct steps, distinct seeds), fresh from ``secrets`` in secure mode."""
         if self._seed is None:
             return secrets.randbits(63)
