@@ -277,7 +277,7 @@ struct CellRng {
         const int p = pos++;
         // CUDA: constant indices only, so buf stays in registers (a dynamic index puts the whole
         // generator in local memory: the mechanisms' 64-112-byte stack frames, L1-bound).
-        if (RNG_BATCH == 1) return p == 0 ? buf[0] : p == 1 ? buf[1] : p == 2 ? buf[2] : buf[3 % (4 * RNG_BATCH)];
+        if (RNG_BATCH == 1) return p == 0 ? buf[0] : p == 1 ? buf[1] : p == 2 ? buf[2] : buf[3];
         return buf[p];
     }
 

@@ -85,22 +85,43 @@ struct RowKeys {
 
 // Row i's seed by one thread (rows of a few bytes: a label): the digest of its nbytes at p, its
 // chain, and the seed / report id written out where rk asks.  K: the NH keys of rk.k_nh.
-LDP_HD uint64_t thread_row_seed(const uint8_t* p, int64_t nbytes, int64_t i, const RowKeys& rk, const uint32_t* K) {
-    if (rk.seeds_in) return (uint64_t)rk.seeds_in[i];
-    uint64_t s0, s1, seed, rid;
-    row_digest(p, nbytes, K, rk.k_pad, rk.k_prf, s0, s1);
+// Row i's seed from its digest (s0, s1): its chain, the seed and report id written out where
+// rk asks.
+LDP_HD uint64_t row_chain(const RowKeys& rk, int64_t i, uint64_t s0, uint64_t s1) {
+    uint64_t seed, rid;
     report_key(rk.ukeys[i], rk.extra ? (uint64_t)rk.extra[i] : 0, s0, s1, rk.k_a, rk.k_b, rk.k_c, seed, rid);
     if (rk.seeds_out) rk.seeds_out[i] = (int64_t)seed;
     if (rk.rids) rk.rids[i] = (int64_t)rid;
     return seed;
 }
 
+LDP_HD uint64_t thread_row_seed(const uint8_t* p, int64_t nbytes, int64_t i, const RowKeys& rk, const uint32_t* K) {
+    if (rk.seeds_in) return (uint64_t)rk.seeds_in[i];
+    uint64_t s0, s1;
+    row_digest(p, nbytes, K, rk.k_pad, rk.k_prf, s0, s1);
+    return row_chain(rk, i, s0, s1);
+}
+
 #if defined(__CUDACC__) || defined(LDP_CUDA_EMULATION)
-// The NH keys of rk into shared K, by the whole block (every thread must call it).
-__device__ __forceinline__ void row_keys_nh(const RowKeys& rk, uint32_t* K) {
-    if (rk.seeds_in) return;
-    for (int q = threadIdx.x; q < fp::KEY_WORDS / 4; q += blockDim.x) fp::nh_key_block(rk.k_nh, q, K);
+// The NH keys of k_nh into shared K, by the whole block (every thread must call it).
+__device__ __forceinline__ void block_nh_keys(uint64_t k_nh, uint32_t* K) {
+    for (int q = threadIdx.x; q < fp::KEY_WORDS / 4; q += blockDim.x) fp::nh_key_block(k_nh, q, K);
     __syncthreads();
+}
+
+__device__ __forceinline__ void row_keys_nh(const RowKeys& rk, uint32_t* K) {
+    if (!rk.seeds_in) block_nh_keys(rk.k_nh, K);  // rk is the same in every thread of the block
+}
+
+// The digest (s0, s1) of row i of `rows` (nbytes each) by one warp, in every lane
+// (fp::warp_digest: word pairs read by the whole warp, coalesced).
+__device__ __forceinline__ void warp_row_digest(const uint8_t* rows, int64_t nbytes, int64_t i, const uint32_t* K,
+                                                uint64_t k_pad, uint64_t k_prf, int lane, uint64_t& s0, uint64_t& s1) {
+    // whole words only where the row is 4-byte aligned (nbytes % 4 == 0 and an aligned base)
+    const bool aligned = (nbytes & 3) == 0 && (((uint64_t)rows) & 3) == 0;
+    const uint8_t* p = rows + i * nbytes;
+    fp::warp_digest(p, nbytes, (const uint32_t*)p, aligned ? nbytes / 4 : 0, 0, 1,
+                    (nbytes + fp::BLOCK_BYTES - 1) / fp::BLOCK_BYTES, K, k_pad, k_prf, lane, s0, s1);
 }
 
 // Seeds of rows r0 .. r0 + R - 1 (those < n) of `rows` (nbytes each), by one warp: the warp
@@ -112,26 +133,16 @@ __device__ uint64_t warp_row_seeds(const uint8_t* rows, int64_t n, int64_t nbyte
                                    const uint32_t* K, int lane) {
     const bool mine = lane < R && r0 + lane < n;
     if (rk.seeds_in) return mine ? (uint64_t)rk.seeds_in[r0 + lane] : 0;
-    const bool aligned = (nbytes & 3) == 0 && (((uint64_t)rows) & 3) == 0;
-    const int64_t nwfull = aligned ? nbytes / 4 : 0;
-    const int64_t nb = (nbytes + fp::BLOCK_BYTES - 1) / fp::BLOCK_BYTES;
     uint64_t m0 = 0, m1 = 0;
     for (int r = 0; r < R && r0 + r < n; ++r) {  // warp-uniform
-        const uint8_t* p = rows + (r0 + r) * nbytes;
         uint64_t s0, s1;
-        fp::warp_digest(p, nbytes, (const uint32_t*)p, nwfull, 0, 1, nb, K, rk.k_pad, rk.k_prf, lane, s0, s1);
+        warp_row_digest(rows, nbytes, r0 + r, K, rk.k_pad, rk.k_prf, lane, s0, s1);
         if (lane == r) {
             m0 = s0;
             m1 = s1;
         }
     }
-    if (!mine) return 0;
-    const int64_t i = r0 + lane;
-    uint64_t seed, rid;
-    report_key(rk.ukeys[i], rk.extra ? (uint64_t)rk.extra[i] : 0, m0, m1, rk.k_a, rk.k_b, rk.k_c, seed, rid);
-    if (rk.seeds_out) rk.seeds_out[i] = (int64_t)seed;
-    if (rk.rids) rk.rids[i] = (int64_t)rid;
-    return seed;
+    return mine ? row_chain(rk, r0 + lane, m0, m1) : 0;
 }
 #endif
 

@@ -19,8 +19,8 @@
 //   lane 0 runs Floyd's m draws (multibit_pick), reading m scattered values.
 // * Seeds: a warp takes 8 consecutive rows (keyed_rows).  Unless the caller gives the seeds, it
 //   first derives them from the rows' bytes (uk::warp_row_seeds: the warp digests each row with
-//   coalesced loads, lanes 0-7 run the 8 chains), then randomises the rows one after another,
-//   re-reading each from cache: x crosses DRAM once.
+//   coalesced loads, lanes 0-7 run the 8 chains), then randomises the rows, re-reading them
+//   while they should still be in L1/L2 (meant to cross DRAM once; not measured yet).
 // * rr_labels: a thread per node, which also digests its label and runs its chain (unless the
 //   seeds are given) and checks it if masked: one pass.
 // * The mechanisms check their input in the same pass: bad[0] (all ones on entry) becomes the
@@ -35,6 +35,8 @@ using namespace ldp::feat;
 using ldp::uk::RowKeys;
 
 #define FULL_MASK 0xffffffffu
+// The RowKeys of a kernel's parameters seeds_in .. rids (same names in every kernel).
+#define ROW_KEYS RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}
 
 __device__ __forceinline__ int64_t thread_index() { return (int64_t)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int lane_id() { return (int)(threadIdx.x & 31); }
@@ -78,25 +80,10 @@ struct WarpBits {
         return v & ((1ull << b) - 1ull);
     }
 
-    // BitReader::randint(k, b), b >= 1: lane l tries the candidate l places on; the first
-    // accepted one is the reader's answer, and the candidates before it its rejections.
-    __device__ uint64_t randint(uint64_t k, int b) {
-        for (;;) {
-            cover(32ull * b);
-            const uint64_t c = at(pos + (uint64_t)lane * b, b);
-            const unsigned acc = __ballot_sync(FULL_MASK, c < k);
-            if (acc) {
-                const int f = __ffs((int)acc) - 1;
-                pos += (uint64_t)(f + 1) * b;
-                return __shfl_sync(FULL_MASK, c, f);
-            }
-            pos += 32ull * b;
-        }
-    }
-
-    // randint(k, b) for every lane of `need` in lane order, all with one (k, b): the r-th of
-    // them gets the r-th accepted candidate (the rejections in between are the reader's).
-    // Returns this lane's draw (0 for lanes not in `need`).
+    // BitReader::randint(k, b) (b >= 1) for every lane of `need` in lane order, all with one
+    // (k, b): lane l tries the candidate l places on, and the r-th lane of `need` gets the r-th
+    // accepted candidate (the rejections in between are the reader's).  Returns this lane's
+    // draw (0 for lanes not in `need`).
     __device__ uint64_t randint_each(unsigned need, uint64_t k, int b) {
         uint64_t mine = 0;
         while (need) {
@@ -118,6 +105,19 @@ struct WarpBits {
         }
         return mine;
     }
+
+    // The same draws when each lane of `need` has its own (k, b): one after another.
+    __device__ uint64_t randint_in_turn(unsigned need, uint64_t k, int b) {
+        uint64_t mine = 0;
+        while (need) {
+            const int src = __ffs((int)need) - 1;
+            need &= need - 1u;
+            const uint64_t v =
+                randint_each(1u << src, __shfl_sync(FULL_MASK, k, src), __shfl_sync(FULL_MASK, b, src));
+            if (lane == src) mine = v;
+        }
+        return mine;
+    }
 };
 
 // Lane's keep word for column c0 + 32 t + lane, from the block kb each lane made for columns
@@ -135,7 +135,7 @@ constexpr int ROWS_PER_WARP = 8;
 // body(r0, nr, mine) for the warp's group of rows r0 = 8 w .. r0 + nr - 1 (nr <= 8, < n), lane r
 // holding row r0 + r's seed in `mine`, derived here from the row's own bytes
 // (uk::warp_row_seeds: digests by the warp, chains side by side in lanes 0-7) unless rk gives
-// the seeds.  The rows are then read again by body, from cache: one pass over x in DRAM.
+// the seeds.  body reads the rows again while they should still be cached.
 template <class Body>
 __device__ void keyed_row_group(const void* x, int64_t n, int64_t row_bytes, const RowKeys& rk, Body body) {
     __shared__ uint32_t K[fp::KEY_WORDS];
@@ -160,15 +160,7 @@ __device__ void keyed_rows(const void* x, int64_t n, int64_t row_bytes, const Ro
 __device__ __forceinline__ uint64_t other_draws(WarpBits& bits, unsigned need, uint64_t kj, int64_t k_common) {
     if (!need) return 0;
     if (k_common > 2) return bits.randint_each(need, (uint64_t)k_common - 1, other_bits(k_common));
-    uint64_t mine = 0;
-    while (need) {
-        const int src = __ffs((int)need) - 1;
-        need &= need - 1u;
-        const uint64_t kk = __shfl_sync(FULL_MASK, kj, src);
-        const uint64_t v = bits.randint(kk - 1, other_bits((int64_t)kk));
-        if (bits.lane == src) mine = v;
-    }
-    return mine;
+    return bits.randint_in_turn(need, kj - 1, other_bits((int64_t)kj));
 }
 
 // GRR on every column of row i (grr_row's draws; GRR-FS with m = d is the same with its own
@@ -209,18 +201,18 @@ __device__ void grr_k(const I* x, I* out, int64_t n, int64_t d, const int64_t* k
 }
 
 extern "C" __global__ void grr_i32(const int32_t* x, int32_t* out, int64_t n, int64_t d, const int64_t* k,
-                                   const uint64_t* T, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids,
-                                   unsigned long long* bad) {
-    grr_k(x, out, n, d, k, T, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+                                   const uint64_t* T, int64_t k_common,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    grr_k(x, out, n, d, k, T, k_common, ROW_KEYS, bad);
 }
 extern "C" __global__ void grr_i64(const int64_t* x, int64_t* out, int64_t n, int64_t d, const int64_t* k,
-                                   const uint64_t* T, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids,
-                                   unsigned long long* bad) {
-    grr_k(x, out, n, d, k, T, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+                                   const uint64_t* T, int64_t k_common,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    grr_k(x, out, n, d, k, T, k_common, ROW_KEYS, bad);
 }
 
 // GRR-FS, m < d: fs_slots, fs_select and fs_finish of one row, by a warp.
@@ -277,16 +269,9 @@ __device__ void grr_fs_row(const I* xr, I* o, int64_t d, const int64_t* k, const
         // (k > 2), or an unsampled slot value outside its domain (redrawn on b = uniform_bits bits)
         const bool need_other = sampled && grr_needs_other(w, Tj, bo);
         const bool need_slot = valid && !sampled && (int64_t)ov >= kj;
-        unsigned need = __ballot_sync(FULL_MASK, need_other || need_slot);
-        uint64_t r = 0;
-        while (need) {
-            const int src = __ffs((int)need) - 1;
-            need &= need - 1u;
-            const uint64_t kk = __shfl_sync(FULL_MASK, (uint64_t)kj, src);
-            const int os = __shfl_sync(FULL_MASK, (int)need_other, src);
-            const uint64_t v = os ? over.randint(kk - 1, other_bits((int64_t)kk)) : over.randint(kk, uniform_bits((int64_t)kk));
-            if (lane == src) r = v;
-        }
+        const uint64_t r = over.randint_in_turn(__ballot_sync(FULL_MASK, need_other || need_slot),
+                                                need_other ? (uint64_t)kj - 1 : (uint64_t)kj,
+                                                need_other ? other_bits(kj) : uniform_bits(kj));
         if (!valid) continue;
         if (sampled) o[j] = grr_decide(xv, w, Tj, bo, r);
         else if (need_slot) o[j] = (I)r;
@@ -304,18 +289,18 @@ __device__ void grr_fs_k(const I* x, I* out, int64_t n, int64_t d, const int64_t
 }
 
 extern "C" __global__ void grr_fs_i32(const int32_t* x, int32_t* out, int64_t n, int64_t d, const int64_t* k,
-                                      const uint64_t* T, int64_t m, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids,
-                                      unsigned long long* bad) {
-    grr_fs_k(x, out, n, d, k, T, m, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+                                      const uint64_t* T, int64_t m, int64_t k_common,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    grr_fs_k(x, out, n, d, k, T, m, k_common, ROW_KEYS, bad);
 }
 extern "C" __global__ void grr_fs_i64(const int64_t* x, int64_t* out, int64_t n, int64_t d, const int64_t* k,
-                                      const uint64_t* T, int64_t m, int64_t k_common, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids,
-                                      unsigned long long* bad) {
-    grr_fs_k(x, out, n, d, k, T, m, k_common, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+                                      const uint64_t* T, int64_t m, int64_t k_common,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    grr_fs_k(x, out, n, d, k, T, m, k_common, ROW_KEYS, bad);
 }
 
 // 1-bit (sub = SUB_ONEBIT) and multi-bit with m = d (sub = SUB_MULTIBIT): the group's Philox
@@ -345,18 +330,18 @@ __device__ void onebit_k(const F* x, int8_t* out, int64_t n, int64_t d, double a
 }
 
 extern "C" __global__ void onebit_f32(const float* x, int8_t* out, int64_t n, int64_t d, double alpha, double beta,
-                                      uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids, uint32_t sub,
-                                      unsigned long long* bad) {
-    onebit_k(x, out, n, d, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, sub, bad);
+                                      uint64_t T_lo, double span,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, uint32_t sub, unsigned long long* bad) {
+    onebit_k(x, out, n, d, alpha, beta, T_lo, span, ROW_KEYS, sub, bad);
 }
 extern "C" __global__ void onebit_f64(const double* x, int8_t* out, int64_t n, int64_t d, double alpha,
-                                      double beta, uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids, uint32_t sub,
-                                      unsigned long long* bad) {
-    onebit_k(x, out, n, d, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, sub, bad);
+                                      double beta, uint64_t T_lo, double span,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, uint32_t sub, unsigned long long* bad) {
+    onebit_k(x, out, n, d, alpha, beta, T_lo, span, ROW_KEYS, sub, bad);
 }
 
 template <class F>
@@ -381,18 +366,18 @@ __device__ void multibit_k(const F* x, int8_t* out, int64_t n, int64_t d, int64_
 }
 
 extern "C" __global__ void multibit_f32(const float* x, int8_t* out, int64_t n, int64_t d, int64_t m, double alpha,
-                                        double beta, uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids,
-                                        unsigned long long* bad) {
-    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+                                        double beta, uint64_t T_lo, double span,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, ROW_KEYS, bad);
 }
 extern "C" __global__ void multibit_f64(const double* x, int8_t* out, int64_t n, int64_t d, int64_t m,
-                                        double alpha, double beta, uint64_t T_lo, double span, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra, uint64_t k_nh,
-                                   uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
-                                   int64_t* seeds_out, int64_t* rids,
-                                        unsigned long long* bad) {
-    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids}, bad);
+                                        double alpha, double beta, uint64_t T_lo, double span,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    multibit_k(x, out, n, d, m, alpha, beta, T_lo, span, ROW_KEYS, bad);
 }
 
 template <class I>
@@ -410,18 +395,18 @@ __device__ void rr_labels_k(const I* y, const bool* mask, I* out, int64_t n, uin
 }
 
 extern "C" __global__ void rr_labels_i32(const int32_t* y, const bool* mask, int32_t* out, int64_t n, uint64_t c,
-                                         uint64_t T, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
-                                         uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b,
-                                         uint64_t k_c, int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
-    rr_labels_k(y, mask, out, n, c, T, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids},
-                bad);
+                                         uint64_t T,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    rr_labels_k(y, mask, out, n, c, T, ROW_KEYS, bad);
 }
 extern "C" __global__ void rr_labels_i64(const int64_t* y, const bool* mask, int64_t* out, int64_t n, uint64_t c,
-                                         uint64_t T, const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
-                                         uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b,
-                                         uint64_t k_c, int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
-    rr_labels_k(y, mask, out, n, c, T, RowKeys{seeds_in, ukeys, extra, k_nh, k_pad, k_prf, k_a, k_b, k_c, seeds_out, rids},
-                bad);
+                                         uint64_t T,
+        const int64_t* seeds_in, const int64_t* ukeys, const int64_t* extra,
+        uint64_t k_nh, uint64_t k_pad, uint64_t k_prf, uint64_t k_a, uint64_t k_b, uint64_t k_c,
+        int64_t* seeds_out, int64_t* rids, unsigned long long* bad) {
+    rr_labels_k(y, mask, out, n, c, T, ROW_KEYS, bad);
 }
 
 // Checks alone: first[0] (all ones on entry) becomes the smallest bad flat index, whatever the

@@ -20,19 +20,12 @@ __device__ __forceinline__ int64_t thread_index() { return (int64_t)blockIdx.x *
 extern "C" __global__ void row_digests(const uint8_t* rows, int64_t n, int64_t nbytes, uint64_t k_nh,
                                        uint64_t k_pad, uint64_t k_prf, uint64_t* out) {
     __shared__ uint32_t K[KEY_WORDS];
-    for (int q = threadIdx.x; q < KEY_WORDS / 4; q += blockDim.x) nh_key_block(k_nh, q, K);
-    __syncthreads();
+    uk::block_nh_keys(k_nh, K);
     const int lane = threadIdx.x & 31;
     const int64_t i = thread_index() >> 5;  // warp-uniform
     if (i >= n) return;
-    const uint8_t* p = rows + i * nbytes;
-    // whole words only where the row is 4-byte aligned (nbytes % 4 == 0 and an aligned base)
-    const bool aligned = (nbytes & 3) == 0 && (((uint64_t)rows) & 3) == 0;
-    const uint32_t* w = (const uint32_t*)p;
-    const int64_t nwfull = aligned ? nbytes / 4 : 0;
-    const int64_t nb = (nbytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
     uint64_t s0, s1;
-    warp_digest(p, nbytes, w, nwfull, 0, 1, nb, K, k_pad, k_prf, lane, s0, s1);
+    uk::warp_row_digest(rows, nbytes, i, K, k_pad, k_prf, lane, s0, s1);
     if (lane == 0) {
         out[2 * i] = s0;
         out[2 * i + 1] = s1;

@@ -83,7 +83,7 @@ def _cat_args(x, k, thresholds, out):
     if T.size and T.max() > 2**32:
         raise ValueError("thresholds: must be <= 2^32")
     # uint64 thresholds cross as int64 bits (the kernel reads them as uint64)
-    return _on_device(k, np.int64, x), _on_device(T.view(np.int64), np.int64, x)
+    return _on_device(k, np.int64, x), _on_device(T.view(np.int64), np.int64, x), _k_common(k)
 
 
 def _k_common(k: np.ndarray) -> int:
@@ -93,43 +93,36 @@ def _k_common(k: np.ndarray) -> int:
     return int(big[0]) if big.size and (big == big[0]).all() else 0
 
 
-def _bad_flag(x):
-    """The fused check's output: one int64, all ones (no bad index) on entry."""
+def _flagged(kernel: str, n_threads: int, args: tuple, like) -> int:
+    """Launch a features.cu kernel whose last argument is its bad-index flag (one int64, all
+    ones on entry: no bad index); returns the smallest flat index it flagged, or -1 (the call's
+    one host sync)."""
     import torch
 
-    return torch.full((1,), -1, dtype=torch.int64, device=x.device)
-
-
-def _first_bad(bad) -> int:
-    """The smallest bad flat index a mechanism kernel flagged, or -1 (the call's one host sync)."""
+    bad = torch.full((1,), -1, dtype=torch.int64, device=like.device)
+    _launch("features", kernel, n_threads, (*args, _ptr(bad)), like.device)
     return int(bad.item())
 
 
 def grr(x, k, thresholds, seeds, out) -> int:
     """GRR into ``out``; returns the first flat index of ``x`` outside its domain, or -1 (then
     ``out`` holds the reports; otherwise discard it)."""
-    kd, Td = _cat_args(x, k, thresholds, out)
+    kd, Td, kc = _cat_args(x, k, thresholds, out)
     n, d = x.shape
-    bad = _bad_flag(x)
-    _launch("features", f"grr_{_suffix(x, 'x')}", _warps(n),
-            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td),
-             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), *_row_keys(seeds, x), _ptr(bad)),
-            x.device)
-    return _first_bad(bad)
+    return _flagged(f"grr_{_suffix(x, 'x')}", _warps(n),
+                    (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(kc),
+                     *_row_keys(seeds, x)), x)
 
 
 def grr_fs(x, k, thresholds, m, seeds, out) -> int:
     """GRR-FS into ``out``; returns the first bad flat index or -1, as :func:`grr`."""
-    kd, Td = _cat_args(x, k, thresholds, out)
+    kd, Td, kc = _cat_args(x, k, thresholds, out)
     n, d = x.shape
     if not 1 <= m <= d:
         raise ValueError("m: expected an int in [1, d]")
-    bad = _bad_flag(x)
-    _launch("features", f"grr_fs_{_suffix(x, 'x')}", _warps(n),
-            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m),
-             np.int64(_k_common(np.asarray(k, dtype=np.int64).reshape(-1))), *_row_keys(seeds, x), _ptr(bad)),
-            x.device)
-    return _first_bad(bad)
+    return _flagged(f"grr_fs_{_suffix(x, 'x')}", _warps(n),
+                    (_ptr(x), _ptr(out), np.int64(n), np.int64(d), _ptr(kd), _ptr(Td), np.int64(m), np.int64(kc),
+                     *_row_keys(seeds, x)), x)
 
 
 def _onebit_args(x, out, alpha, beta, t_lo, span) -> None:
@@ -151,11 +144,9 @@ _SUB_ONEBIT, _SUB_MULTIBIT = 0, 1  # csrc/common/features.h
 
 def _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, sub) -> int:
     n, d = x.shape
-    bad = _bad_flag(x)
-    _launch("features", f"onebit_{_suffix(x, 'x')}", _warps(n),
-            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
-             np.uint64(t_lo), np.float64(span), *_row_keys(seeds, x), np.uint32(sub), _ptr(bad)), x.device)
-    return _first_bad(bad)
+    return _flagged(f"onebit_{_suffix(x, 'x')}", _warps(n),
+                    (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.float64(alpha), np.float64(beta),
+                     np.uint64(t_lo), np.float64(span), *_row_keys(seeds, x), np.uint32(sub)), x)
 
 
 def onebit(x, alpha, beta, t_lo, span, seeds, out) -> int:
@@ -173,11 +164,9 @@ def multibit_encode(x, m, alpha, beta, t_lo, span, seeds, out) -> int:
         raise ValueError("m: expected an int in [1, d]")
     if m == d:  # multibit_row's m = d case: the lanes take Philox blocks, not Floyd's draws
         return _onebit_blocks(x, alpha, beta, t_lo, span, seeds, out, _SUB_MULTIBIT)
-    bad = _bad_flag(x)
-    _launch("features", f"multibit_{_suffix(x, 'x')}", _warps(n),
-            (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
-             np.float64(beta), np.uint64(t_lo), np.float64(span), *_row_keys(seeds, x), _ptr(bad)), x.device)
-    return _first_bad(bad)
+    return _flagged(f"multibit_{_suffix(x, 'x')}", _warps(n),
+                    (_ptr(x), _ptr(out), np.int64(n), np.int64(d), np.int64(m), np.float64(alpha),
+                     np.float64(beta), np.uint64(t_lo), np.float64(span), *_row_keys(seeds, x)), x)
 
 
 def rr_labels(y, mask, num_classes, threshold, seeds, out) -> int:
@@ -197,20 +186,9 @@ def rr_labels(y, mask, num_classes, threshold, seeds, out) -> int:
     if threshold > 2**32:
         raise ValueError("threshold: must be <= 2^32")
     n = y.shape[0]
-    bad = _bad_flag(y)
-    _launch("features", f"rr_labels_{_suffix(y, 'y')}", n,
-            (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
-             np.uint64(threshold), *_row_keys(seeds, y), _ptr(bad)), y.device)
-    return _first_bad(bad)
-
-
-def _first_index(kernel: str, x, n_threads: int, args: tuple) -> int:
-    """Smallest flat index flagged by a check kernel, or -1 (the one host sync of a check)."""
-    import torch
-
-    first = torch.full((1,), -1, dtype=torch.int64, device=x.device)  # all ones: no hit
-    _launch("features", kernel, n_threads, (_ptr(x), *args, _ptr(first)), x.device)
-    return int(first.item())
+    return _flagged(f"rr_labels_{_suffix(y, 'y')}", n,
+                    (_ptr(y), _ptr(mask), _ptr(out), np.int64(n), np.uint64(num_classes),
+                     np.uint64(threshold), *_row_keys(seeds, y)), y)
 
 
 def check_categorical(x, k) -> int:
@@ -221,11 +199,9 @@ def check_categorical(x, k) -> int:
     if k.size != d:
         raise ValueError(f"k: expected {d} elements, got {k.size}")
     kd = _on_device(k, np.int64, x)  # held until launched: a freed block could be reused
-    return _first_index(f"check_categorical_{_suffix(x, 'x')}", x, n * d,
-                        (np.int64(n), np.int64(d), _ptr(kd)))
+    return _flagged(f"check_categorical_{_suffix(x, 'x')}", n * d, (_ptr(x), np.int64(n), np.int64(d), _ptr(kd)), x)
 
 
 def check_range(x, alpha, beta) -> int:
     N = x.numel()
-    return _first_index(f"check_range_{_suffix(x, 'x')}", x, N,
-                        (np.int64(N), np.float64(alpha), np.float64(beta)))
+    return _flagged(f"check_range_{_suffix(x, 'x')}", N, (_ptr(x), np.int64(N), np.float64(alpha), np.float64(beta)), x)
