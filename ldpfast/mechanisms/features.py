@@ -9,7 +9,7 @@ never writes its input, and returns ``(output, Spent)``: the privacy guarantee p
 user) and the parameters used (never the seed: it would undo the noise).
 
 CUDA tensors stay on their device: one kernel per call digests each row, derives its seed,
-checks and randomises it (the row crosses DRAM once), into an output allocated there; the host
+checks and randomises it (the row re-read from cache), into an output allocated there; the host
 reads back one index (the error decision).
 
 Papers
