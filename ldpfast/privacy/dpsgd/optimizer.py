@@ -131,9 +131,8 @@ class DPOptimizer:
             expected_batch_size = check_real("expected_batch_size", expected_batch_size, 1e-12)
         self.expected_batch_size = expected_batch_size
         self.secure_mode = bool(secure_mode)
-        self.generator = torch.Generator()
+        self.generator = torch.Generator()  # the CPU noise's; reseeded at every step (_cpu_noises)
         seed = None if secure_mode else resolve_seed(seed)
-        self.generator.manual_seed(secrets.randbits(63) if secure_mode else seed & ((1 << 63) - 1))
         self._seed = seed  # every step's generator is reseeded from it (_step_seed); never in state_dict
         self._device_gens: dict[torch.device, torch.Generator] = {}
         self.steps = 0
