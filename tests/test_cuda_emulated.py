@@ -10,6 +10,7 @@ does not check is the GPU itself (timing, the memory model, the device compiler'
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 
 import cuda_emu
@@ -145,13 +146,32 @@ def test_emulated_rr_labels_flags_the_first_bad_masked_label(emulated):
     assert got == masked[7]
 
 
+def _cuda_path_equals_cpp(emulated, monkeypatch, module, call, user_keys, key):
+    """call(keying) on the C++ path, then on the CUDA path of ``module`` (its ``_kernels`` and
+    ``_array_view`` pointed at the emulated kernels): the same reports, seeds and report ids.
+    Returns the kernels the CUDA call launched."""
+    from ldpfast.privacy.users import Keying
+
+    want_k = Keying(77, user_keys=user_keys, ids=True)
+    want, _ = call(want_k)
+    with monkeypatch.context() as mp:
+        mp.setattr(module, "_kernels", lambda device, backend: (_cuda, "cuda"))
+        mp.setattr(module, "_array_view", lambda device: (lambda t: t))
+        got_k = Keying(77, user_keys=user_keys, ids=True)
+        emulated.clear()
+        got, _ = call(got_k)
+    assert torch.equal(got, want), key
+    assert torch.equal(got_k.last_seeds, want_k.last_seeds), key
+    assert np.array_equal(got_k.last[2], want_k.last[2]), key
+    return list(emulated)
+
+
 def test_emulated_mechanisms_derive_the_seeds_in_their_own_pass(emulated, monkeypatch):
     # The public mechanisms on the CUDA path (kernels emulated): each kernel digests its rows
     # and runs their chains itself (no row_digests / report_keys launch), and the reports, the
     # seeds and the report ids equal the C++ path's, with user keys and without, for row widths
     # that are and are not multiples of the digest's 4-byte words and 256-byte blocks.
     from ldpfast.mechanisms import features as F
-    from ldpfast.privacy.users import Keying
 
     g = np.random.default_rng(9)
     calls = {
@@ -166,26 +186,15 @@ def test_emulated_mechanisms_derive_the_seeds_in_their_own_pass(emulated, monkey
         uk = torch.from_numpy(g.permutation(10**6)[:n].astype(np.int64))
         for user_keys in (None, uk):
             for name, call in calls.items():
-                want_k = Keying(77, user_keys=user_keys, ids=True)
-                want, _ = call(x, want_k)
-                with monkeypatch.context() as mp:
-                    mp.setattr(F, "_kernels", lambda device, backend: (_cuda, "cuda"))
-                    mp.setattr(F, "_array_view", lambda device: (lambda t: t))
-                    got_k = Keying(77, user_keys=user_keys, ids=True)
-                    emulated.clear()
-                    got, _ = call(x, got_k)
                 key = (name, n, d, user_keys is None)
-                assert torch.equal(got, want), key
-                assert torch.equal(got_k.last_seeds, want_k.last_seeds), key
-                assert np.array_equal(got_k.last[2], want_k.last[2]), key
-                assert len(emulated) == 1, (key, emulated)  # one kernel: digest, chain, reports
+                launched = _cuda_path_equals_cpp(emulated, monkeypatch, F, partial(call, x), user_keys, key)
+                assert len(launched) == 1, (key, launched)  # one kernel: digest, chain, reports
 
 
 def test_emulated_rr_labels_derives_the_seeds_in_its_own_pass(emulated, monkeypatch):
     # rr_labels on the CUDA path: a thread per node digests its label, runs its chain (the label
     # mask is part of the user's flags) and randomises, in one kernel; equal to the C++ path.
     from ldpfast.mechanisms import labels as L
-    from ldpfast.privacy.users import Keying
 
     g = np.random.default_rng(4)
     for n, dt, c in ((300, torch.int64, 7), (1000, torch.int32, 2)):
@@ -194,16 +203,8 @@ def test_emulated_rr_labels_derives_the_seeds_in_its_own_pass(emulated, monkeypa
         uk = torch.from_numpy(g.permutation(10**6)[:n].astype(np.int64))
         for user_keys in (None, uk):
             for msk in (None, mask):
-                want_k = Keying(3, user_keys=user_keys, ids=True)
-                want, _ = L.rr_labels(y, c, 1.0, mask=msk, _keying=want_k)
-                with monkeypatch.context() as mp:
-                    mp.setattr(L, "_kernels", lambda device, backend: (_cuda, "cuda"))
-                    mp.setattr(L, "_array_view", lambda device: (lambda t: t))
-                    got_k = Keying(3, user_keys=user_keys, ids=True)
-                    emulated.clear()
-                    got, _ = L.rr_labels(y, c, 1.0, mask=msk, _keying=got_k)
                 key = (n, c, user_keys is None, msk is None)
-                assert torch.equal(got, want), key
-                assert torch.equal(got_k.last_seeds, want_k.last_seeds), key
-                assert np.array_equal(got_k.last[2], want_k.last[2]), key
-                assert emulated == [f"rr_labels_{'i64' if dt == torch.int64 else 'i32'}"], key
+                launched = _cuda_path_equals_cpp(emulated, monkeypatch, L,
+                                                 lambda kg, y=y, c=c, msk=msk: L.rr_labels(y, c, 1.0, mask=msk, _keying=kg),
+                                                 user_keys, key)
+                assert launched == [f"rr_labels_{'i64' if dt == torch.int64 else 'i32'}"], key
