@@ -66,7 +66,7 @@ def main(argv=None) -> list[dict]:
     ukeys = users.numpy()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "reports.sqlite"
-        store = ReportStore(path)
+        store = ReportStore(path, create=True)
         kw = {"dataset": "orkut-like", "mechanism": ctx.mechanism, "params_digest": ctx.params_digest, "params": ctx.params,
                   "relation": "node-ldp", "eps": 1.0, "delta": 0.0}
         t = time.perf_counter()

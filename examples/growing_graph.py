@@ -60,7 +60,7 @@ def main(argv=None) -> dict:
     secret = int(Path(args.seed_file).read_text()) if args.seed_file else None
     secret = lf.rng.resolve_seed(secret)  # one secret for every night: unchanged users keep their report
     path = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "reports.sqlite"
-    store = lf.privacy.ReportStore(path, budget=args.budget)
+    store = lf.privacy.ReportStore(path, budget=args.budget, create=True)
     kw = {"seed": secret, "user_key": "user_id", "dataset": "cora-nightly", "store": store}
     transforms = [lf.transforms.MultiBit(args.eps_x, **kw), lf.transforms.RRLabels(args.eps_y, mask="all", **kw),
                   lf.transforms.DPRR(args.eps_edges, n_max=n, **kw)]  # n_max: a public bound for every night

@@ -148,16 +148,33 @@ def cmd_reproduce(args, rest) -> int:
     return int(mod.reproduce_main(rest) or 0)
 
 
-def _randomize_seed(args) -> int | None:
+def _randomize_seed(args):
     if args.seed is not None and args.seed_file is not None:
         raise SystemExit("ldpfast randomize: give --seed or --seed-file, not both")
     if args.seed_file is None:
         return args.seed
-    txt = Path(args.seed_file).read_text().strip()
+    raw = Path(args.seed_file).read_bytes()
+    try:  # a key file of `ldpfast secret new` (raw bytes), or one integer as text (unkeyed runs only)
+        return int(raw.decode("ascii").strip(), 0)
+    except (UnicodeDecodeError, ValueError):
+        pass
+    if len(raw) < 16:
+        raise SystemExit("ldpfast randomize: --seed-file must hold a secret of at least 16 bytes (make one with "
+                         "`ldpfast secret new FILE`) or one integer in [0, 2**64)")
+    return raw
+
+
+def cmd_secret(args) -> int:
+    """``ldpfast secret new PATH``: a fresh 256-bit secret in a new key file (mode 0600)."""
+    from ldpfast.privacy.secret import new_secret
+
     try:
-        return int(txt, 0)
-    except ValueError:
-        raise SystemExit("ldpfast randomize: --seed-file must hold one integer in [0, 2**64)") from None
+        new_secret(args.path)
+    except FileExistsError as e:
+        raise SystemExit(f"ldpfast secret new: {e}") from None
+    print(f"wrote a new 256-bit secret to {args.path} (mode 0600): keep it, never publish it; pass it as "
+          f"--seed-file {args.path} or seed=ldpfast.privacy.load_secret({str(args.path)!r})")
+    return 0
 
 
 def cmd_randomize(args) -> int:
@@ -190,12 +207,23 @@ def cmd_randomize(args) -> int:
             raise SystemExit("ldpfast randomize: --labels needs --label-eps")
         labels = {"num_classes": args.labels, "eps": args.label_eps, "use_mask": not args.no_label_mask}
     store = None
+    if args.store is not None and args.no_store:
+        raise SystemExit("ldpfast randomize: give --store or --no-store, not both")
     if args.store is not None:
         from ldpfast.privacy import ReportStore
 
-        store = ReportStore(args.store, budget=args.budget)
+        try:
+            store = ReportStore(args.store, budget=args.budget, create=args.create_store)
+        except (FileNotFoundError, ValueError) as e:
+            raise SystemExit(f"ldpfast randomize: --store: {e}") from None
     elif args.budget is not None:
         raise SystemExit("ldpfast randomize: --budget caps each user's total in a report store: give --store too")
+    elif not args.no_store:
+        # fail closed (issue 37, item 7): a run that forgets its store would release every user again
+        # with nothing adding the releases up
+        raise SystemExit("ldpfast randomize: no --store: without a report store nothing accounts this release "
+                         "beside earlier ones (a re-run releases every user again). Give --store FILE "
+                         "(--create-store the first time), or --no-store if this is a one-off release")
     try:
         rep = randomize(args.input, args.output, seed=_randomize_seed(args), edges=edges, features=features,
                         labels=labels, dataset=args.dataset, store=store, scheduler=args.scheduler,
@@ -232,7 +260,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``ldpfast`` argument parser (subcommands info, demo, bench, randomize, reproduce)."""
+    """The ``ldpfast`` argument parser (subcommands info, demo, bench, randomize, reproduce, secret)."""
     p = argparse.ArgumentParser(prog="ldpfast", description=plain_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=_version())
@@ -294,18 +322,29 @@ def build_parser() -> argparse.ArgumentParser:
     pz.add_argument("--no-label-mask", action="store_true", help="randomise every label (ignore y_mask)")
     pz.add_argument("--seed", type=int, default=None,
                     help="secret seed in [0, 2**64) (default: from the OS); never written to the output")
-    pz.add_argument("--seed-file", default=None, help="read the secret seed from this file instead")
+    pz.add_argument("--seed-file", default=None,
+                    help="read the secret from this key file instead (`ldpfast secret new FILE` makes one; needed "
+                         "with user ids or --store, where an int seed is refused)")
     pz.add_argument("--dataset", default="default",
                     help="the dataset's name: two datasets under one secret never share bits (default 'default')")
     pz.add_argument("--store", default=None, metavar="SQLITE",
                     help="per-user report store (needs shards with user_id): unchanged users cost nothing, new "
                          "reports are charged to each user across runs")
+    pz.add_argument("--create-store", action="store_true",
+                    help="with --store: create the store if the file does not exist (only the first time: a "
+                         "missing store is otherwise an error, so that a lost store is noticed)")
+    pz.add_argument("--no-store", action="store_true",
+                    help="release without a report store (a one-off release: nothing accounts it across runs)")
     pz.add_argument("--budget", type=float, default=None,
                     help="with --store: cap on each user's total per privacy relation; users over it are withheld")
     pz.add_argument("--engine", choices=("cpp", "numba"), default="cpp",
                     help="DPRR/RR sampler per shard: cpp (fast, 32 bytes per node per task) or numba "
                          "(shard rows only); same output")
     pz.add_argument("--no-progress", action="store_true")
+    ps = sub.add_parser("secret", help="make a secret key file for memoised reports")
+    ss = ps.add_subparsers(dest="secret_cmd", required=True)
+    psn = ss.add_parser("new", help="write a fresh 256-bit secret to a new key file (mode 0600)")
+    psn.add_argument("path", help="the key file to create (never overwritten)")
     return p
 
 
@@ -331,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_bench(args, args.args)
     if args.cmd == "randomize":
         return cmd_randomize(args)
+    if args.cmd == "secret":
+        return cmd_secret(args)
     return cmd_reproduce(args, args.args)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from secret_keys import sec
 
 from ldpfast import _cuda
 from ldpfast.privacy.users import Keying
@@ -787,11 +788,11 @@ def test_gpu_user_keyed_reports_equal_cpu():
     x = torch.rand(3000, 33, generator=g)
     y = torch.randint(0, 6, (3000,), generator=g)
     keys = torch.randperm(3000, generator=g) * 3
-    a, _ = multibit_encode(x, 3.0, 4, seed=9, user_keys=keys, dataset="d")
-    b, _ = multibit_encode(x.cuda(), 3.0, 4, seed=9, user_keys=keys.cuda(), dataset="d")
+    a, _ = multibit_encode(x, 3.0, 4, seed=sec(9), user_keys=keys, dataset="d")
+    b, _ = multibit_encode(x.cuda(), 3.0, 4, seed=sec(9), user_keys=keys.cuda(), dataset="d")
     assert torch.equal(a, b.cpu())
-    a, _ = rr_labels(y, 6, 1.0, seed=9, user_keys=keys)
-    b, _ = rr_labels(y.cuda(), 6, 1.0, seed=9, user_keys=keys.cuda())
+    a, _ = rr_labels(y, 6, 1.0, seed=sec(9), user_keys=keys)
+    b, _ = rr_labels(y.cuda(), 6, 1.0, seed=sec(9), user_keys=keys.cuda())
     assert torch.equal(a, b.cpu())
 
 

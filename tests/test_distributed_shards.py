@@ -13,6 +13,8 @@ import torch
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
 
+from secret_keys import sec
+
 from ldpfast.datasets import synthetic
 from ldpfast.distributed import shards as SH
 from ldpfast.mechanisms import (
@@ -252,7 +254,7 @@ def test_keyed_shards_equal_one_machine_and_keep_reports_across_snapshots(client
 
     spec = {"edges": {"mechanism": "dprr", "eps": 3.0, "n_max": 2500},
                 "features": {"mechanism": "grr_fs", "k": 4, "eps": 1.0, "m": 2}, "labels": {"num_classes": 5, "eps": 1.0}}
-    store = ReportStore(tmp_path / "store.sqlite")
+    store = ReportStore(tmp_path / "store.sqlite", create=True)
     outs = []
     for week, (drop, shards) in enumerate(((0, 3), (7, 5))):  # next week: 7 users left, other sharding
         g, xc, y, ids = _snapshot(drop)
@@ -324,14 +326,14 @@ def test_sharded_store_withholds_users_over_budget(client, tmp_path):
     from ldpfast.privacy import ReportStore
 
     g, _xc, y, ids = _snapshot(0)
-    store = ReportStore(tmp_path / "s.sqlite", budget=1.5)
+    store = ReportStore(tmp_path / "s.sqlite", budget=1.5, create=True)
     lab = {"num_classes": 5, "eps": 1.0}
     SH.write_shards(g, tmp_path / "in0", 2, y=y, user_id=ids)
-    SH.randomize(tmp_path / "in0", tmp_path / "o0", seed=SEED, client=client, labels=lab, store=store)
+    SH.randomize(tmp_path / "in0", tmp_path / "o0", seed=sec(SEED), client=client, labels=lab, store=store)
     y2 = y.clone()
     y2[:100] = (y2[:100] + 1) % 5  # 100 users change their label: a second report would pass 1.5
     SH.write_shards(g, tmp_path / "in1", 3, y=y2, user_id=ids)
-    rep = SH.randomize(tmp_path / "in1", tmp_path / "o1", seed=SEED, client=client, labels=lab, store=store)
+    rep = SH.randomize(tmp_path / "in1", tmp_path / "o1", seed=sec(SEED), client=client, labels=lab, store=store)
     got = SH.read_shards(tmp_path / "o1")
     first = SH.read_shards(tmp_path / "o0")
     assert got["y_withheld"][:100].all() and not got["y_withheld"][100:].any()
@@ -341,7 +343,7 @@ def test_sharded_store_withholds_users_over_budget(client, tmp_path):
     assert store.totals("node-ldp")[1].max() == 1.0
     SH.write_shards(g, tmp_path / "plain", 2, y=y)  # no user ids: a store cannot account them
     with pytest.raises(ValueError, match="user_id"):
-        SH.randomize(tmp_path / "plain", tmp_path / "o2", seed=SEED, client=client, labels=lab, store=store)
+        SH.randomize(tmp_path / "plain", tmp_path / "o2", seed=sec(SEED), client=client, labels=lab, store=store)
 
 
 def test_cli_randomize_with_a_store_and_dataset(client, tmp_path, capsys):
@@ -363,5 +365,5 @@ def test_cli_randomize_with_a_store_and_dataset(client, tmp_path, capsys):
     assert torch.equal(a["y"], b["y"])  # the second run: every user unchanged, the identical reports
     from ldpfast.privacy import ReportStore
 
-    s = ReportStore(tmp_path / "s.sqlite")
+    s = ReportStore(tmp_path / "s.sqlite", create=True)
     assert [r["new"] for r in s.releases()] == [len(y), 0] and s.summary("cli")["node-ldp"]["max"] == 1.0

@@ -8,6 +8,7 @@ feature bit, an attribute name, a dtype or a shape, and must not depend on the t
 from __future__ import annotations
 
 import hashlib
+import math
 
 import numpy as np
 import pytest
@@ -280,14 +281,39 @@ def test_neighbouring_graphs_get_independent_identities():
     assert context(7, "default", "dprr", {}, sa).k_a != context(7, "default", "rr_edges", {}, sa).k_a
 
 
-def test_identity_attribute_tensor_is_keyed_and_hashed_by_the_kernel():
+def test_identity_attribute_tensor_is_keyed_and_mixed_with_the_content():
     a = _graph()
     a.graph_id = torch.tensor([5])
+    same = _graph()
+    same.graph_id = torch.tensor([5])
+    assert R.graph_identity(3, a, "graph_id") == R.graph_identity(3, same, "graph_id")
+    same.graph_id = torch.tensor([6])  # identical content, another graph: independent bits
+    assert R.graph_identity(3, a, "graph_id") != R.graph_identity(3, same, "graph_id")
+    # same graph_id, content changed (rows shifted after a user left): fresh bits, never the
+    # old ones by row (issue 37, finding 14)
     b = _graph(seed=1)
     b.graph_id = torch.tensor([5])
-    assert R.graph_identity(3, a, "graph_id") == R.graph_identity(3, b, "graph_id")
-    b.graph_id = torch.tensor([6])
     assert R.graph_identity(3, a, "graph_id") != R.graph_identity(3, b, "graph_id")
+
+
+def test_identity_attribute_rows_shifting_gives_independent_labels():
+    """Finding 14 as an attacker measures it: with identity='graph_id', after user 0 leaves,
+    is user i+1 truthful now when user i was truthful before?  Independent bits: P = p."""
+    from ldpfast.transforms import RRLabels
+
+    g = torch.Generator().manual_seed(0)
+    n, c, eps = 4000, 4, 0.5
+    y = torch.randint(0, c, (n,), generator=g)
+    d1 = Data(y=y, num_nodes=n, graph_id=torch.tensor([1]))
+    d2 = Data(y=y[1:].clone(), num_nodes=n - 1, graph_id=torch.tensor([1]))
+    t = RRLabels(eps, mask="all", seed=5, identity="graph_id")
+    with pytest.warns(UserWarning, match="second, different graph"):
+        r1, r2 = t(d1).y, t(d2).y
+    before = r1[:-1] == y[:-1]  # user i truthful in release 1 (rows 0..n-2)
+    after = r2 == y[1:]  # row i of release 2 is user i + 1
+    both = float((before & after).sum()) / float(before.sum())
+    p = math.exp(eps) / (math.exp(eps) + c - 1)
+    assert abs(both - p) < 4.5 * math.sqrt(p * (1 - p) / float(before.sum())), (both, p)
 
 
 def test_no_secret_or_fingerprint_is_stored():
@@ -300,7 +326,8 @@ def test_no_secret_or_fingerprint_is_stored():
     assert "99" not in repr(t)
     for secret in (R.fingerprint(d, R.fingerprint_key(99)).hex(), R.fingerprint_key(99).hex()):
         assert secret not in blob
-    assert not any(isinstance(v, bytes) for v in vars(t).values())
+    # nothing derived from the input is kept (the secret itself is held in memory, as given)
+    assert not any(isinstance(v, bytes) for k, v in vars(t).items() if k != "_seed")
 
 
 # --- on a GPU (pytest -m cuda) -----------------------------------------------------------------

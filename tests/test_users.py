@@ -12,6 +12,7 @@ import ldpfast._C as C
 import numpy as np
 import pytest
 import torch
+from secret_keys import sec
 from torch_geometric.data import Data
 
 from ldpfast import _backend
@@ -118,7 +119,7 @@ def test_every_parameter_enters_the_derivation():
 # --- growing, shrinking and permuted releases: nothing an unchanged user reported changes -------
 def _node_reports(d, store=None):
     """MultiBit (encoded), GRRFS, RRLabels of d with user keys: (x_multibit, x_grrfs, y)."""
-    kw = {"seed": 11, "user_key": "user_id", "dataset": "cora-test"}
+    kw = {"seed": sec(11), "user_key": "user_id", "dataset": "cora-test"}
     xm = MultiBit(1.0, rectify=False, **kw)(d.clone()).x
     db = d.clone()
     db.x = (db.x > 0).to(torch.int64)
@@ -157,11 +158,10 @@ def test_edge_reports_keep_their_bits_as_users_join_leave_and_move(cora):
     g = torch.Generator().manual_seed(9)
     perm = torch.randperm(n, generator=g)
     untouched_changed = {}
-    for name, mech, kw in (("rr", rr_edges, {"max_output_edges": 10**8}), ("dprr n_max", dprr, {"n_max": 3000}),
-                           ("dprr", dprr, {})):
-        grown = mech(_sub(cora, torch.arange(n)), 2.0, seed=3, user_keys=cora.user_id, **kw)
+    for name, mech, kw in (("rr", rr_edges, {"max_output_edges": 10**8}), ("dprr n_max", dprr, {"n_max": 3000})):
+        grown = mech(_sub(cora, torch.arange(n)), 2.0, seed=sec(3), user_keys=cora.user_id, **kw)
         L = _lists(grown, cora.user_id)
-        moved = mech(_sub(cora, perm), 2.0, seed=3, user_keys=cora.user_id[perm], **kw)
+        moved = mech(_sub(cora, perm), 2.0, seed=sec(3), user_keys=cora.user_id[perm], **kw)
         assert _lists(moved, cora.user_id[perm]) == L, name  # reordered rows: identical reports
         # 16 releases: users n-16 .. n-1 join one by one; count reports of users whose own
         # neighbour list did not change that lose or gain a bit among the users they covered
@@ -169,7 +169,7 @@ def test_edge_reports_keep_their_bits_as_users_join_leave_and_move(cora):
         prev = None
         for k in range(n - 16, n + 1):
             d = _sub(cora, torch.arange(k))
-            Lk = _lists(mech(d, 2.0, seed=3, user_keys=cora.user_id[:k], **kw), cora.user_id[:k])
+            Lk = _lists(mech(d, 2.0, seed=sec(3), user_keys=cora.user_id[:k], **kw), cora.user_id[:k])
             if prev is not None:
                 nb_k = set(cora.edge_index[0][cora.edge_index[1] == k - 1].tolist())
                 for u, s in prev.items():
@@ -178,28 +178,32 @@ def test_edge_reports_keep_their_bits_as_users_join_leave_and_move(cora):
             prev = Lk
         untouched_changed[name] = changed
     assert untouched_changed["rr"] == 0 and untouched_changed["dprr n_max"] == 0
-    # without n_max, eq. (6)'s q moves with n; the RR bits and noisy degrees are the memoised ones,
-    # so only the sampling changes (few lists here): see test_dprr_without_n_max_is_post_processing
-    assert untouched_changed["dprr"] < 0.01 * 16 * n
 
 
-def test_dprr_without_n_max_is_post_processing_of_memoised_bits(cora):
-    """Growing n lowers every q_i; the noisy degree and the RR bits are memoised, and the new
-    sample uses the same uniforms: each list at the larger n is a subset of the list at the
-    smaller n (over the users both cover), which a fresh RR report would violate."""
+def test_dprr_without_n_max_is_a_new_setting_drawn_fresh(cora):
+    """Without n_max, eq. (6)'s q moves with n, so a new n is a new setting: every user's report
+    is drawn fresh (seed, report id and degree noise), never a re-use of memoised coins under a
+    new law; with n_max fixed an unchanged user keeps the identical report."""
     n = cora.num_nodes
-    small = dprr(_sub(cora, torch.arange(n - 600)), 3.0, seed=5, user_keys=cora.user_id[:n - 600])
-    big = dprr(_sub(cora, torch.arange(n)), 3.0, seed=5, user_keys=cora.user_id)
-    Ls, Lb = _lists(small, cora.user_id[:n - 600]), _lists(big, cora.user_id)
-    old = set(range(n - 600))
-    deg_small = small.d_star.numpy()
-    deg_big = big.d_star.numpy()[: n - 600]
     ei = cora.edge_index
     touched = set(ei[0][(ei[1] >= n - 600)].tolist())
     same = [u for u in range(n - 600) if u not in touched]
-    assert np.array_equal(deg_small[same], deg_big[same])  # the noisy degree is memoised
-    assert all(Lb[u] & old <= Ls[u] for u in same)  # nested: the same uniforms, a smaller q
-    assert sum(len(Ls[u]) for u in same) > sum(len(Lb[u] & old) for u in same)  # and q did shrink
+    k_small = Keying(sec(5), user_keys=cora.user_id[:n - 600], ids=True)
+    k_big = Keying(sec(5), user_keys=cora.user_id, ids=True)
+    small = dprr(_sub(cora, torch.arange(n - 600)), 3.0, _keying=k_small)
+    big = dprr(_sub(cora, torch.arange(n)), 3.0, _keying=k_big)
+    ids_small, ids_big = k_small.last[2], k_big.last[2][: n - 600]
+    assert not np.isin(ids_small[same], ids_big[same]).any()  # every unchanged user: a new report id
+    ds, db = small.d_star.numpy()[same], big.d_star.numpy()[same]
+    assert (ds != db).mean() > 0.9  # fresh degree noise (equal only by chance on the grid)
+    k1 = Keying(sec(5), user_keys=cora.user_id[:n - 600], ids=True)
+    k2 = Keying(sec(5), user_keys=cora.user_id, ids=True)
+    fixed_small = dprr(_sub(cora, torch.arange(n - 600)), 3.0, n_max=4000, _keying=k1)
+    fixed_big = dprr(_sub(cora, torch.arange(n)), 3.0, n_max=4000, _keying=k2)
+    assert np.array_equal(k1.last[2][same], k2.last[2][: n - 600][same])
+    Ls, Lb = _lists(fixed_small, cora.user_id[:n - 600]), _lists(fixed_big, cora.user_id)
+    old = set(range(n - 600))
+    assert all(Lb[u] & old == Ls[u] for u in same)  # identical over the users both releases cover
 
 
 # --- a seed shared across parameters: independent bits ------------------------------------------
@@ -242,8 +246,8 @@ def test_eps_sweep_with_one_seed_gives_independent_grr_fs_reports(cora):
 def test_eps_sweep_with_one_seed_gives_independent_rr_edges(cora):
     n = cora.num_nodes
     for keys in (None, cora.user_id):
-        L1 = _lists(rr_edges(cora, 1.0, seed=8, user_keys=keys, max_output_edges=10**8), cora.user_id)
-        L2 = _lists(rr_edges(cora, 2.0, seed=8, user_keys=keys, max_output_edges=10**8), cora.user_id)
+        L1 = _lists(rr_edges(cora, 1.0, seed=sec(8), user_keys=keys, max_output_edges=10**8), cora.user_id)
+        L2 = _lists(rr_edges(cora, 2.0, seed=sec(8), user_keys=keys, max_output_edges=10**8), cora.user_id)
         true = {i: set() for i in range(n)}
         for a, b in cora.edge_index.t().tolist():
             true[a].add(b)
@@ -262,12 +266,12 @@ def test_plurality_vote_over_16_releases_stays_at_one_report(cora, tmp_path):
     (one eps-1 report: 0.31).  Now every existing user's report is the memoised one."""
     from ldpfast.privacy import ReportStore
 
-    store = ReportStore(tmp_path / "r.sqlite")
+    store = ReportStore(tmp_path / "r.sqlite", create=True)
     n0 = cora.num_nodes - 16
     votes = torch.zeros(n0, 7, dtype=torch.int64)
     for r in range(16):
         d = _sub(cora, torch.arange(n0 + r))
-        y = RRLabels(1.0, mask="all", seed=21, user_key="user_id", dataset="cora", store=store)(d).y
+        y = RRLabels(1.0, mask="all", seed=sec(21), user_key="user_id", dataset="cora", store=store)(d).y
         votes[torch.arange(n0), y[:n0]] += 1
     acc = float((votes.argmax(1) == cora.y[:n0]).float().mean())
     p, _ = grr_probs(1.0, 7)
@@ -279,7 +283,7 @@ def test_plurality_vote_over_16_releases_stays_at_one_report(cora, tmp_path):
 def test_store_total_is_the_sum_of_distinct_reports(cora, tmp_path):
     from ldpfast.privacy import ReportStore
 
-    store = ReportStore(tmp_path / "r.sqlite")
+    store = ReportStore(tmp_path / "r.sqlite", create=True)
     d = cora.clone()
     g = torch.Generator().manual_seed(2)
     distinct = [set() for _ in range(d.num_nodes)]
@@ -288,7 +292,7 @@ def test_store_total_is_the_sum_of_distinct_reports(cora, tmp_path):
             who = torch.randint(0, d.num_nodes, (40,), generator=g)
             d.y[who] = torch.randint(0, 7, (40,), generator=g)
         for eps in (1.0, 0.5) if r == 5 else (1.0,):
-            RRLabels(eps, mask="all", seed=4, user_key="user_id", dataset="cora", store=store)(d.clone())
+            RRLabels(eps, mask="all", seed=sec(4), user_key="user_id", dataset="cora", store=store)(d.clone())
             for i, v in enumerate(d.y.tolist()):
                 distinct[i].add((v, eps))
     users, eps = store.totals("node-ldp", "cora")
@@ -300,14 +304,14 @@ def test_store_total_is_the_sum_of_distinct_reports(cora, tmp_path):
 def test_seed_never_reaches_the_store(cora, tmp_path):
     from ldpfast.privacy import ReportStore
 
-    secret = 0x0123456789ABCDEF
+    secret = bytes(range(1, 33))
     path = tmp_path / "r.sqlite"
-    store = ReportStore(path)
+    store = ReportStore(path, create=True)
     t = RRLabels(1.0, mask="all", seed=secret, user_key="user_id", dataset="cora", store=store)
     t(cora.clone())
     store.close()
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir())
-    assert secret.to_bytes(8, "little") not in blob and secret.to_bytes(8, "big") not in blob
+    assert secret[:8] not in blob and secret[8:16] not in blob and secret[16:] not in blob
     # nor any user's report seed, nor an unkeyed hash of a label
     k = Keying(secret, domain="cora", user_keys=cora.user_id)
     seeds = k.seeds("rr_labels", {"eps": 1.0, "num_classes": 7, "dtype": "torch.int64"}, cora.num_nodes, "cpu",
@@ -321,12 +325,12 @@ def test_seed_never_reaches_the_store(cora, tmp_path):
 # --- edges: the output law of the keyed sampler --------------------------------------------------
 def test_keyed_edge_sampler_cpp_equals_numba_and_thread_count(cora):
     for mech, kw in ((dprr, {}), (dprr, {"n_max": 4000}), (rr_edges, {"max_output_edges": 10**8})):
-        a = mech(cora, 1.5, seed=6, user_keys=cora.user_id, backend="cpp", **kw).noisy
-        b = mech(cora, 1.5, seed=6, user_keys=cora.user_id, backend="numba", **kw).noisy
+        a = mech(cora, 1.5, seed=sec(6), user_keys=cora.user_id, backend="cpp", **kw).noisy
+        b = mech(cora, 1.5, seed=sec(6), user_keys=cora.user_id, backend="numba", **kw).noisy
         old = _backend.get_num_threads()
         _backend.set_num_threads(1)
         try:
-            c = mech(cora, 1.5, seed=6, user_keys=cora.user_id, backend="cpp", **kw).noisy
+            c = mech(cora, 1.5, seed=sec(6), user_keys=cora.user_id, backend="cpp", **kw).noisy
         finally:
             _backend.set_num_threads(old)
         for o in (b, c):
@@ -371,19 +375,26 @@ def test_keyed_dprr_bits_have_the_papers_law(q):
     assert abs(both - (pm * q) ** 2) < Z * _sd((pm * q) ** 2, pair.sum()) + 1e-12
 
 
-def test_changed_bit_gets_fresh_randomness_and_only_it_changes(cora):
-    """Adding one edge (i, j) between existing users redraws bit j of i's list and bit i of j's
-    (their own coins), nothing else of RR; the store charges i and j again, nobody else."""
+def test_changed_list_is_redrawn_whole_and_only_its_users_change(cora):
+    """Adding one edge (i, j) between existing users changes i's and j's lists: each of the two
+    reports is drawn afresh, every bit of it (issue 37, finding 1: keeping each bit's own coin
+    showed exactly which bit changed); nobody else's report changes."""
     n = cora.num_nodes
     ei = cora.edge_index
     i, j = 0, 1000
     assert not ((ei[0] == i) & (ei[1] == j)).any()
     d2 = Data(edge_index=torch.cat([ei, torch.tensor([[i, j], [j, i]])], 1), num_nodes=n)
-    a = _lists(rr_edges(cora, 3.0, seed=2, user_keys=cora.user_id), cora.user_id)
-    b = _lists(rr_edges(d2, 3.0, seed=2, user_keys=cora.user_id), cora.user_id)
-    diff = {u for u in range(n) if a[u] != b[u]}
-    assert diff <= {i, j}
-    assert a[i] - {j} == b[i] - {j} and a[j] - {i} == b[j] - {i}
+    for eps in (0.5, 3.0):
+        a = _lists(rr_edges(cora, eps, seed=sec(2), user_keys=cora.user_id, max_output_edges=10**8), cora.user_id)
+        b = _lists(rr_edges(d2, eps, seed=sec(2), user_keys=cora.user_id, max_output_edges=10**8), cora.user_id)
+        diff = {u for u in range(n) if a[u] != b[u]}
+        assert diff == {i, j}
+        for u, v in ((i, j), (j, i)):
+            # an unchanged bit flips w.p. 2 p (1 - p) under a fresh draw, never under kept coins
+            others = (a[u] ^ b[u]) - {v}
+            pm = 1 / (1 + math.exp(eps))
+            expect = 2 * pm * (1 - pm) * (n - 2)
+            assert len(others) > 0.5 * expect, (eps, len(others), expect)
 
 
 def test_no_user_key_warns_on_a_second_graph(cora):
@@ -407,22 +418,22 @@ def test_transform_arguments_are_checked_when_constructed(tmp_path):
         with pytest.raises((ValueError, TypeError)):
             bad()
     with pytest.raises(ValueError, match="needs user_key"):
-        MultiBit(1.0, store=ReportStore(tmp_path / "s.sqlite"))
+        MultiBit(1.0, store=ReportStore(tmp_path / "s.sqlite", create=True))
 
 
 def test_user_keys_must_be_distinct_and_dense_for_edges(cora):
     keys = cora.user_id.clone()
     keys[5] = keys[6]
     with pytest.raises(ValueError, match="twice"):
-        rr_labels(cora.y, 7, 1.0, seed=1, user_keys=keys)
+        rr_labels(cora.y, 7, 1.0, seed=sec(1), user_keys=keys)
     with pytest.raises(ValueError, match="negative"):
-        rr_labels(cora.y, 7, 1.0, seed=1, user_keys=cora.user_id - 1)
+        rr_labels(cora.y, 7, 1.0, seed=sec(1), user_keys=cora.user_id - 1)
     with pytest.raises(ValueError, match="dense"):
-        dprr(cora, 2.0, seed=1, user_keys=cora.user_id * 10**6)
+        dprr(cora, 2.0, seed=sec(1), user_keys=cora.user_id * 10**6)
     with pytest.raises(ValueError, match="no user-keyed path"):
         from ldpfast.mechanisms.edges import local_laplace
 
-        local_laplace(cora, 2.0, seed=1, user_keys=cora.user_id)
+        local_laplace(cora, 2.0, seed=sec(1), user_keys=cora.user_id)
 
 
 def test_set_report_keys_ignore_row_numbering(cora):

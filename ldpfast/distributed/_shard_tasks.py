@@ -31,7 +31,7 @@ class _Plan:
     in_dir: str
     stage: str
     n: int
-    seed: int = field(repr=False)  # secret: never in a repr, log or output
+    seed: bytes = field(repr=False)  # secret (resolve_secret): never in a repr, log or output
     edges: dict | None = None
     features: dict | None = None
     labels: dict | None = None
@@ -66,7 +66,7 @@ def _all_keys(in_dir: str) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(parts), dtype=np.int64)
 
 
-def identity_part(seed: int, dataset: str, a: int, n: int, rp: np.ndarray, col: np.ndarray, nodes: dict) -> int:
+def identity_part(seed, dataset: str, a: int, n: int, rp: np.ndarray, col: np.ndarray, nodes: dict) -> int:
     """This block's term of a graph's identity (no user ids): the sum mod 2^64 of a keyed PRF of
     each row's (global id, neighbour set, x, y, y_mask) (:mod:`ldpfast.privacy.users`), so the
     sum does not depend on the shard layout."""

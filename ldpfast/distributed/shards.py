@@ -77,8 +77,8 @@ import torch
 
 from .._checks import check_eps, check_int, check_prob
 from ..privacy.budget import Spent
+from ..privacy.secret import resolve_secret
 from ..privacy.users import Keying, check_domain
-from ..rng import resolve_seed
 from ._shard_io import FORMAT, _load_meta, read_shards, write_shards
 from ._shard_tasks import (
     _call,
@@ -282,7 +282,7 @@ def _local_client(n_workers: int, memory_limit):
     return Client(cluster), cluster
 
 
-def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = None, features: dict | None = None,
+def randomize(in_dir, out_dir, *, seed: bytes | int | None = None, edges: dict | None = None, features: dict | None = None,
               labels: dict | None = None, dataset: str = "default", store=None, client=None,
               scheduler: str | None = None, n_workers: int = 2, memory_limit: str | int = "4GiB",
               progress: bool = False, engine: str = "cpp") -> RandomizeReport:
@@ -303,9 +303,11 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
     out_dir : str or Path
         Output folder: ``part-XXXXX.parquet`` (src, dst), ``nodes-XXXXX.parquet`` (x, y) and
         ``meta.json`` (written last).  Must not hold a meta.json already.
-    seed : int
-        Secret 64-bit seed, the one a single-machine call would get (``None``: fresh from the
-        OS, then the run cannot be reproduced).  Never written to any output.
+    seed : bytes or int
+        The secret, the one a single-machine call would get: bytes of at least 16 when the
+        shards carry user ids or a store is given (memoised reports; see
+        :func:`ldpfast.privacy.new_secret`), else also an int in ``[0, 2**64)``.  ``None``: fresh
+        from the OS (then the run cannot be repeated).  Never written to any output.
     edges : dict, optional
         ``{"mechanism": "dprr", "eps": ..., "eps1": None, "n_max": None, "alpha": 0.9}``,
         ``{"mechanism": "rr", "eps": ..., "max_output_edges": 5e7}`` or
@@ -365,9 +367,9 @@ def randomize(in_dir, out_dir, *, seed: int | None = None, edges: dict | None = 
         raise ValueError("edges, features, labels: give at least one mechanism")
     espec, espent = _edge_spec(edges, n, nnz)
     fspec, lspec = _node_specs(features, labels, meta)
-    seed = resolve_seed(seed)
     dataset = check_domain(dataset)
     keyed = bool(meta.get("user_id"))
+    seed = resolve_secret(seed, memoised=keyed or store is not None)
     if store is not None and not keyed:
         raise ValueError("store: a report store accounts per user, so the shards need a user_id column "
                          "(write_shards(..., user_id=...)); these shards have none")
@@ -515,7 +517,7 @@ def graph_identity(graph, seed: int, *, x=None, y=None, y_mask=None, dataset: st
 
     csr = _graph_csr(graph, None)
     nodes = {k: v.numpy() for k, v in (("x", x), ("y", y), ("y_mask", y_mask)) if v is not None}
-    total = identity_part(resolve_seed(seed), check_domain(dataset), 0, csr.num_nodes, csr.rowptr.numpy(),
+    total = identity_part(resolve_secret(seed, memoised=False), check_domain(dataset), 0, csr.num_nodes, csr.rowptr.numpy(),
                           csr.col.numpy(), nodes)
     return _identity_bytes(csr.num_nodes, total)
 

@@ -169,7 +169,7 @@ def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str,
     the row (one pass over ``x``; the caller records the release after the launch,
     :func:`_checked`)."""
     if name == "cuda":
-        return keying.kernel_keys(mechanism, params, x.shape[0], x.device, extra=extra)
+        return keying.kernel_keys(mechanism, params, x.shape[0], x.device, rows=x, extra=extra)
     return keying.seeds(mechanism, params, x.shape[0], x.device, rows=x, extra=extra).numpy().view(np.uint64)
 
 

@@ -72,7 +72,7 @@ import numpy as np
 import torch
 
 from .. import _backend
-from ..rng import resolve_seed
+from .users import _secret_part
 
 __all__ = ["IDENTITY_DEFAULT", "check_identity", "fingerprint", "fingerprint_key", "graph_identity",
            "whole_graph"]
@@ -89,10 +89,10 @@ def _is_mask(key: str) -> bool:
     return key.endswith("_mask")
 
 
-def fingerprint_key(secret_seed: int) -> bytes:
-    """The 32-byte fingerprint key of a secret seed: ``SHA-256(tag || seed)``."""
-    secret_seed = resolve_seed(secret_seed)
-    return hashlib.sha256(_TAG + b"/key" + secret_seed.to_bytes(8, "little")).digest()
+def fingerprint_key(secret_seed) -> bytes:
+    """The 32-byte fingerprint key of a secret: ``SHA-256(tag || secret)`` (an int seed as its
+    8 little-endian bytes, as before; a bytes secret as given)."""
+    return hashlib.sha256(_TAG + b"/key" + _secret_part(secret_seed)).digest()
 
 
 def _tensor_keys(key: bytes, header: bytes) -> tuple[int, int, int]:
@@ -258,15 +258,19 @@ def whole_graph(data, transform: str) -> None:
 
 
 def _identity_bytes(data, identity: str, key: bytes, backend=None) -> bytes:
+    content = b"content:" + fingerprint(data, key, backend)
     if identity == IDENTITY_DEFAULT:
-        return b"content:" + fingerprint(data, key, backend)
+        return content
     v = getattr(data, identity, None)
     if v is None:
         raise ValueError(f"identity: the Data has no attribute {identity!r} to identify it")
+    # The attribute separates graphs of identical content; the content is always mixed in too, so
+    # a graph whose rows shift under the same attribute gets fresh, independent bits (issue 37,
+    # finding 14: addressed by row alone, user i+1 inherited user i's coins after a leave).
     if isinstance(v, (torch.Tensor, np.ndarray)):
         header = b"attr:" + _header(identity, v)
-        return header + _digests([(header, v)], key, backend)[0]
-    return f"attr:{identity}={v!r}".encode()
+        return header + _digests([(header, v)], key, backend)[0] + content
+    return f"attr:{identity}={v!r}".encode() + content
 
 
 def graph_identity(secret_seed: int, data, identity: str = IDENTITY_DEFAULT, backend: str | None = None) -> bytes:
@@ -275,5 +279,4 @@ def graph_identity(secret_seed: int, data, identity: str = IDENTITY_DEFAULT, bac
     ``identity`` is ``"content"`` (keyed fingerprint of ``data``, see :func:`fingerprint`) or the
     name of an attribute of ``data`` that identifies it.  The same for the same content on
     every device and backend; secret (keyed), and never stored."""
-    secret_seed = resolve_seed(secret_seed)
     return b"rows-of:" + _identity_bytes(data, identity, fingerprint_key(secret_seed), backend)

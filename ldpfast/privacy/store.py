@@ -14,9 +14,20 @@ relation it protects and the release time.  Then:
   transform marks them, e.g. ``data.x_withheld``, and counts them in the ledger entry);
 * relations are never added together: node-level LDP of a user's attributes (features,
   labels: ``"node-ldp"``), edge LDP of one neighbour bit (``"edge-ldp"``) and node-level
-  central DP (``"node-dp"``) protect different neighbouring datasets.  A user's edge total is
-  conservative: any change of their neighbour list counts as a new report of every bit, though
-  only the changed bits are redrawn.
+  central DP (``"node-dp"``) protect different neighbouring datasets.  A changed neighbour
+  list is a wholly fresh report (every bit redrawn), charged in full;
+* a user's total spans every dataset name: the name separates randomness, not people (the
+  same user key in two datasets of one store is one person), so the budget caps the sum and
+  :meth:`ReportStore.epsilon` adds the names up.
+
+What each charge bounds, and what it cannot hide (the equality pattern: whether a user's
+report changed between releases) is stated, with the proof, in the privacy model
+(``docs/api/privacy_model.md``).
+
+The store is one file at rest (a rollback journal, not WAL: a committed release is in the
+``.sqlite`` file itself, so copying that file copies every release); :meth:`ReportStore.backup`
+copies a live store safely.  A missing or empty file is refused unless ``create=True``: a
+store that was deleted would otherwise open empty and re-release every capped user.
 
 What the store never holds: the secret, a seed, or anything that rebuilds the noise or reveals
 an input.  Report ids are keyed (an unkeyed hash of a label is inverted by trying the few
@@ -28,17 +39,19 @@ server; millions of users per release (BENCHMARKS.md: the Orkut-like graph's 3.0
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import sqlite3
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RELATIONS", "ReleaseResult", "ReportStore", "relation_of"]
+__all__ = ["RELATIONS", "ReleaseResult", "ReportStore", "known_dataset_stores", "relation_of"]
 
 #: The neighbouring relations a report can protect; totals are kept apart per relation.
 RELATIONS = {
@@ -108,29 +121,58 @@ class ReportStore:
     Parameters
     ----------
     path : str or os.PathLike
-        The SQLite file (created if missing).
+        The SQLite file.
     budget : float or dict, optional
-        Cap on each user's total per relation: one number for every relation, or
-        ``{"node-ldp": 8.0, "edge-ldp": 4.0}``.  Users who would pass it are withheld.
+        Cap on each user's total per relation, summed over every dataset name: one number for
+        every relation, or ``{"node-ldp": 8.0, "edge-ldp": 4.0}``.  Users who would pass it are
+        withheld.
+    create : bool
+        Create the store if ``path`` does not exist (default False: a missing or empty file is
+        an error, so that a lost store is noticed instead of silently restarting every user's
+        total at zero).
     timeout : float
         Seconds to wait for another process's release to finish (SQLite lock).
+    warn_changed : float
+        Warn when more than this fraction of the users already on record for a setting get a
+        new report in one release (default 0.5): their inputs all changed at once, which more
+        often means the user keys are not stable (``user_id = arange(n)`` on a re-ordered
+        snapshot) than that half the users changed.
 
     Examples
     --------
-    >>> store = ReportStore("reports.sqlite", budget=8.0)              # doctest: +SKIP
+    >>> store = ReportStore("reports.sqlite", budget=8.0, create=True)  # doctest: +SKIP
+    >>> secret = lf.privacy.load_secret("secret.key", create=True)       # doctest: +SKIP
     >>> data = lf.transforms.MultiBit(eps=1.0, user_key="user_id", store=store,
     ...                               seed=secret, dataset="social")(data)  # doctest: +SKIP
     >>> print(store.summary())                                           # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike, budget=None, *, timeout: float = 60.0):
+    def __init__(self, path: str | os.PathLike, budget=None, *, create: bool = False, timeout: float = 60.0,
+                 warn_changed: float = 0.5):
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path: expected a file path, got {type(path).__name__}")
+        if not isinstance(create, bool):
+            raise TypeError(f"create: expected True or False, got {create!r}")
+        if isinstance(warn_changed, bool) or not isinstance(warn_changed, (int, float)) or not 0 < warn_changed <= 1:
+            raise ValueError(f"warn_changed: expected a fraction in (0, 1], got {warn_changed!r}")
         self.path = Path(path)
         self.budget = _check_budget(budget)
         self.timeout = float(timeout)
+        self.warn_changed = float(warn_changed)
+        if not create:
+            if not self.path.exists():
+                raise FileNotFoundError(
+                    f"path: no report store at {self.path}. Pass create=True to start a new one (only the first "
+                    "time: a store that was deleted or moved would open empty and re-release every user it had "
+                    "capped). Restore a lost store from its backup (ReportStore.backup).")
+            if self.path.stat().st_size == 0:
+                raise ValueError(f"path: {self.path} is an empty file, not a report store (was it truncated?). "
+                                 "Restore it from a backup, or delete it and pass create=True to start anew.")
         self._con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
-        self._con.execute("PRAGMA journal_mode=WAL")
+        # One file at rest: with a rollback journal every committed release is in the .sqlite file
+        # itself (with WAL a committed release can live only in -wal, and a copy of the .sqlite
+        # alone loses it silently: issue 37, finding 10).  Switching from WAL checkpoints it.
+        self._con.execute("PRAGMA journal_mode=DELETE")
         self._con.execute("PRAGMA synchronous=FULL")  # a committed release survives a power loss
         self._con.execute("PRAGMA cache_size=-65536")  # 64 MiB of pages: a release touches millions of rows
         self._con.execute("PRAGMA temp_store=MEMORY")
@@ -223,18 +265,14 @@ class ReportStore:
             withheld = np.zeros(n, dtype=bool)
             cap = self.budget.get(relation)
             if cap is not None and new.any():
-                tot_u, tot_e = [], []
-                for u, e in c.execute("SELECT t.user, t.eps FROM totals t JOIN stage s ON t.user = s.user "
-                                      "WHERE s.charge = 1 AND t.dataset = ? AND t.relation = ?", (ds, relation)):
-                    tot_u.append(u)
-                    tot_e.append(e)
-                total = np.zeros(n)
-                if tot_u:
-                    total[np.searchsorted(users, np.asarray(tot_u, dtype=np.int64))] = tot_e
+                # the user's total over every dataset name of the store (the name separates
+                # randomness, not people: issue 37, finding 4)
+                total = self._staged_totals(users, relation)
                 # a relative tolerance, so that k reports of eps/k are not refused by rounding
                 withheld = new & (total + eps > cap * (1 + 1e-12))
                 if withheld.any():
                     c.executemany("UPDATE stage SET charge = 0 WHERE user = ?", ((u,) for u in users[withheld].tolist()))
+            changed = self._changed_known(ds, setting, n)
             charge = new & ~withheld
             # the new reports and the users' totals, in SQL (no row crosses into Python again)
             c.execute("INSERT INTO reports SELECT ?, user, rid, ? FROM stage WHERE charge = 1", (ds, rel_id))
@@ -249,45 +287,115 @@ class ReportStore:
                       (n, int(charge.sum()), reused, int(withheld.sum()), rel_id))
             c.execute("DELETE FROM stage")
             c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
+        except BaseException as exc:
+            if c.in_transaction:  # (a failed COMMIT may already have rolled back: disk full)
+                c.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+                raise self._disk_full(exc) from exc
             raise
+        if changed is not None:
+            known, moved = changed
+            warnings.warn(
+                f"ReportStore: {moved} of the {known} users already on record for this {mechanism} setting in dataset "
+                f"{dataset!r} got a new report in this release: their inputs all changed at once. If that is not "
+                "expected, the user keys may not be stable (e.g. user_id = arange(n) on a re-ordered snapshot gives "
+                "each person another person's key); each changed user was charged.", UserWarning, stacklevel=3)
         inv = np.empty_like(order)
         inv[order] = np.arange(n)  # back to the caller's order
         return ReleaseResult(new=charge[inv], withheld=withheld[inv], reused=reused, release_id=rel_id,
                              counts={"users": n, "new": int(charge.sum()), "reused": reused,
                                      "withheld": int(withheld.sum())})
 
+    def _staged_totals(self, users: np.ndarray, relation: str) -> np.ndarray:
+        """Each staged user's total for ``relation`` over every dataset (``users`` sorted; inside
+        the release's transaction).  One primary-key join per dataset name (there are few)."""
+        c = self._con
+        total = np.zeros(users.shape[0])
+        for (ds,) in c.execute("SELECT id FROM datasets").fetchall():
+            tu, te = [], []
+            for u, e in c.execute("SELECT t.user, t.eps FROM stage s JOIN totals t ON t.dataset = ? AND "
+                                  "t.user = s.user AND t.relation = ? WHERE s.charge = 1", (ds, relation)):
+                tu.append(u)
+                te.append(e)
+            if tu:
+                total[np.searchsorted(users, np.asarray(tu, dtype=np.int64))] += te
+        return total
+
+    def _changed_known(self, ds: int, setting: int, n: int):
+        """``(known, changed)`` when more than :attr:`warn_changed` of the staged users already on
+        record for this setting and dataset got a new report id (inside the transaction), else
+        None.  Needs at least 10 known users, so that a handful of edits never warns."""
+        c = self._con
+        rel = [r for (r,) in c.execute("SELECT id FROM releases WHERE dataset = ? AND setting = ? AND users IS NOT "
+                                       "NULL", (ds, setting))]
+        if not rel or n < 10:
+            return None
+        marks = ",".join("?" * len(rel))
+        known, moved = c.execute(
+            "SELECT COUNT(*), COALESCE(SUM(s.rid NOT IN (SELECT r2.rid FROM reports r2 WHERE r2.dataset = ? AND "
+            f"r2.user = s.user)), 0) FROM stage s WHERE EXISTS (SELECT 1 FROM reports r WHERE r.dataset = ? AND "
+            f"r.user = s.user AND r.release IN ({marks}))", (ds, ds, *rel)).fetchone()
+        if known >= 10 and moved > self.warn_changed * known:
+            return int(known), int(moved)
+        return None
+
+    def _disk_full(self, exc: Exception) -> OSError:
+        where = self.path.resolve().parent
+        try:
+            st = os.statvfs(where)
+            free = f"{st.f_bavail * st.f_frsize / 2**20:.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        return OSError(errno.ENOSPC, f"the disk holding the report store {self.path} ({where}: {free}) is full: the "
+                       "release was not recorded and nothing was charged or withheld (the store is as it was). Free "
+                       "some space and run the release again.", str(self.path))
+
+    def backup(self, path: str | os.PathLike) -> Path:
+        """Copy the store, consistently, to a new file ``path`` (SQLite's online backup API: safe
+        while other processes use the store).  Returns the path written.  Refuses to overwrite."""
+        dest = Path(path)
+        if dest.exists():
+            raise FileExistsError(f"path: {dest} exists; a backup never overwrites a file")
+        if dest.resolve() == self.path.resolve():
+            raise ValueError("path: is the store itself")
+        out = sqlite3.connect(str(dest))
+        try:
+            self._con.backup(out)
+            out.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            out.close()
+        return dest
+
     # --- queries -------------------------------------------------------------------------------
     def epsilon(self, user: int, *, dataset: str | None = None, relation: str | None = None):
         """A user's total: ``{relation: eps}`` (every relation the user has reports in), or one
-        float with ``relation=``.  ``dataset=None`` sums over every dataset of the store only if
-        the user appears in one; name it otherwise."""
+        float with ``relation=``.  ``dataset=None`` (default) sums over every dataset name of the
+        store, as the budget does; ``dataset=`` gives that dataset's share only."""
         if relation is not None and relation not in RELATIONS:
             raise ValueError(f"relation: expected one of {sorted(RELATIONS)}, got {relation!r}")
-        rows = []
-        for ds, name in self._con.execute("SELECT id, name FROM datasets").fetchall():  # few: one lookup each
-            if dataset is None or name == dataset:
-                rows += [(name, rel, e) for rel, e in self._con.execute(
-                    "SELECT relation, eps FROM totals WHERE dataset=? AND user=?", (ds, int(user)))]
-        names = {r[0] for r in rows}
-        if dataset is None and len(names) > 1:
-            raise ValueError(f"dataset: user {user} has reports in several datasets {sorted(names)}; name one")
-        out = {rel: e for _, rel, e in rows}
+        q = ("SELECT t.relation, SUM(t.eps) FROM totals t JOIN datasets d ON d.id = t.dataset WHERE t.user = ?"
+             + (" AND d.name = ?" if dataset is not None else "") + " GROUP BY t.relation")
+        args = (int(user),) + ((dataset,) if dataset is not None else ())
+        out = {rel: float(e) for rel, e in self._con.execute(q, args)}
         return out.get(relation, 0.0) if relation is not None else out
 
     def totals(self, relation: str, dataset: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """``(users, eps)`` arrays of every user's total for one relation."""
-        q = "SELECT t.user, t.eps FROM totals t JOIN datasets d ON d.id=t.dataset WHERE t.relation=?"
+        """``(users, eps)`` arrays of every user's total for one relation (over every dataset
+        name, or one with ``dataset=``), users in increasing key order."""
+        q = "SELECT t.user, SUM(t.eps) FROM totals t JOIN datasets d ON d.id=t.dataset WHERE t.relation=?"
         args: tuple = (relation,)
         if dataset is not None:
             q += " AND d.name=?"
             args += (dataset,)
-        rows = self._con.execute(q, args).fetchall()
+        rows = self._con.execute(q + " GROUP BY t.user ORDER BY t.user", args).fetchall()
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0)
         a = np.asarray(rows)
         return a[:, 0].astype(np.int64), a[:, 1].astype(np.float64)
+
+    def datasets(self) -> list[str]:
+        """The dataset names the store has recorded releases of."""
+        return [name for (name,) in self._con.execute("SELECT name FROM datasets ORDER BY id")]
 
     def summary(self, dataset: str | None = None) -> dict:
         """Per relation: users, max, median, p90, p99 and mean of the users' totals, and the
@@ -329,3 +437,40 @@ class ReportStore:
             d["params"] = json.loads(d["params"])
             out.append(d)
         return out
+
+
+_KNOWN: dict = {}  # (directory, dataset) -> stores found, once per process
+
+
+def known_dataset_stores(dataset: str, directory: str | os.PathLike | None = None) -> list[str]:
+    """Report-store files in ``directory`` (default: the working directory) that have recorded a
+    release of ``dataset``: what :class:`~ldpfast.transforms.base.ReportOnce` checks so that a
+    run which forgets its store does not pass in silence.  Looks at ``*.sqlite``, ``*.sqlite3``
+    and ``*.db`` files (read-only; anything that is not an ldpfast store is skipped); the
+    answer is cached per process."""
+    d = Path(directory) if directory is not None else Path.cwd()
+    key = (str(d.resolve()), dataset)
+    if key in _KNOWN:
+        return _KNOWN[key]
+    found = []
+    try:
+        files = sorted(p for p in d.iterdir() if p.suffix in (".sqlite", ".sqlite3", ".db") and p.is_file())
+    except OSError:
+        files = []
+    for p in files[:64]:
+        try:
+            with open(p, "rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    continue
+            con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=0.5)
+            try:
+                ok = con.execute("SELECT 1 FROM meta WHERE key='schema'").fetchone() is not None and \
+                    con.execute("SELECT 1 FROM datasets WHERE name=?", (dataset,)).fetchone() is not None
+            finally:
+                con.close()
+        except (OSError, sqlite3.Error):
+            continue
+        if ok:
+            found.append(str(p))
+    _KNOWN[key] = found
+    return found

@@ -16,11 +16,48 @@ from torch_geometric.transforms import BaseTransform
 
 from ..privacy.budget import Ledger, Spent
 from ..privacy.report_once import check_identity, graph_identity, whole_graph
-from ..privacy.store import ReportStore
+from ..privacy.secret import resolve_secret
+from ..privacy.store import ReportStore, known_dataset_stores
 from ..privacy.users import DEFAULT_DOMAIN, Keying, _key_attr, check_domain, check_user_key
-from ..rng import resolve_seed
 
 __all__ = ["ReportOnce"]
+
+
+_WARNED: set = set()  # (rule, transform, dataset) already warned about in this process
+
+
+def _warn_unaccounted(transform: str, user_key, dataset: str) -> None:
+    """Fail closed on releases no ledger outside one ``Data`` will see (issue 37, item 7).
+
+    A transform without a store records its release only in ``data.ldp_ledger``; when the
+    same users are released again (a nightly job, a new transform object) nothing adds the two
+    up.  Warn once per process and rule when that is likely:
+
+    * ``user_key`` without a store: the reports are memoised per user, which only makes sense
+      across releases, and those releases are accounted nowhere;
+    * a dataset name of its own (not ``"default"``) without a store: named datasets are
+      re-released;
+    * a ReportStore file in the working directory already knows this dataset name: an earlier
+      run accounted this dataset, this one does not (the nightly job that forgot its store).
+    """
+    rules = []
+    if user_key is not None:
+        rules.append(("user_key", (f"{transform}(user_key={user_key!r}) has no store: its reports are memoised per "
+                      "user but their releases are accounted nowhere outside this Data")))
+    stores = known_dataset_stores(dataset)
+    if stores:
+        rules.append(("store-here", (f"{transform}(dataset={dataset!r}) has no store, but the report store "
+                      f"{stores[0]} in the working directory already accounts dataset {dataset!r}: this release "
+                      "is not added to those users' totals")))
+    elif dataset != DEFAULT_DOMAIN:
+        rules.append(("named", (f"{transform}(dataset={dataset!r}) has no store: releases of a named dataset are "
+                          "usually repeated, and nothing outside this Data will add them up")))
+    for rule, msg in rules:
+        key = (rule, transform, dataset)
+        if key not in _WARNED:
+            _WARNED.add(key)
+            warnings.warn(msg + ". Pass store=ldpfast.privacy.ReportStore(path) (and user_key=) to account each user "
+                          "across releases and cap their total.", UserWarning, stacklevel=4)
 
 
 def _record(data, spent: Spent) -> None:
@@ -37,11 +74,14 @@ class ReportOnce(BaseTransform):
 
     Parameters (shared by every subclass)
     -------------------------------------
-    seed : int, optional
-        The secret seed in ``[0, 2**64)``; ``None`` draws one from the OS now.  Keep it to
-        re-release (an unchanged user gets the same report only under the same secret);
-        never publish it (it rebuilds the noise).  It is never written to a ledger, a store,
-        the ``repr`` or a file.
+    seed : bytes or int, optional
+        The secret.  With ``user_key`` or ``store`` (memoised reports) it must be ``bytes`` of
+        at least 16 (128 bits; :func:`ldpfast.privacy.new_secret` makes one, in a key file):
+        a small int would let anyone holding a release or the store file guess it and read the
+        inputs back.  Without them an int in ``[0, 2**64)`` is accepted (one release of one
+        graph).  ``None`` draws 32 bytes from the OS now.  Keep it to re-release (an unchanged
+        user gets the same report only under the same secret); never publish it (it rebuilds
+        the noise).  It is never written to a ledger, a store, the ``repr`` or a file.
     user_key : str, optional
         Name of a node attribute holding each user's int64 key (e.g. ``"user_id"``: distinct,
         in ``[0, 2^63)``).  With it a user keeps their report when other users join, leave or
@@ -64,7 +104,6 @@ class ReportOnce(BaseTransform):
     _cache_ignore = ("last_result",)  # GraphDataset's cache key: outputs are not parameters
 
     def _init_report_once(self, seed, identity, user_key=None, dataset=DEFAULT_DOMAIN, store=None) -> None:
-        self._seed = resolve_seed(seed)
         self.identity = check_identity(identity)
         self.user_key = check_user_key(user_key)
         self.dataset = check_domain(dataset)
@@ -73,8 +112,11 @@ class ReportOnce(BaseTransform):
         if store is not None and user_key is None:
             raise ValueError("store: a report store accounts per user across releases, so it needs user_key= "
                              "(the name of the node attribute holding each user's key, e.g. 'user_id')")
+        self._seed = resolve_secret(seed, memoised=user_key is not None or store is not None)
         self.store = store
         self._graphs_seen: set[bytes] = set()
+        if store is None:
+            _warn_unaccounted(type(self).__name__, self.user_key, self.dataset)
 
     def _keying(self, data, n: int, device) -> Keying:
         """The Keying of one application to ``data`` (``n`` users on ``device``)."""

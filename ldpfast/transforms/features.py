@@ -95,6 +95,12 @@ class GRRFS(ReportOnce):
             if m > d:
                 raise ValueError(f"m: samples m of the d = {d} columns that domain lists; expected m in [1, {d}], "
                                  f"got {m}")
+        if accounting != "exact" and store is not None:
+            # a store's charges must bound what an observer learns (issue 37, finding 3): Theorem 1's
+            # figure does not (the exact cost is m * eps_x)
+            raise ValueError(f"accounting: {accounting!r} charges RGNN Theorem 1's figure, which is not an LDP bound "
+                             "(the exact cost is m * eps_x); a report store charges only valid bounds, so use "
+                             "accounting='exact' with store=")
         self.eps_x, self.m, self.domain = eps_x, m, domain
         self.accounting, self.backend = accounting, check_backend(backend)
         self._init_report_once(seed, identity, user_key, dataset, store)

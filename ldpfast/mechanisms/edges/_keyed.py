@@ -1,20 +1,30 @@
 """Edge LDP keyed to users: Warner RR and DPRR whose every bit (i, j) is addressed by user i's
-coin seed and user j's key (kernels: ``csrc/common/edges_keyed.h``; the privacy argument is
-there).  Used by :func:`~ldpfast.mechanisms.edges.rr_edges` and
-:func:`~ldpfast.mechanisms.edges.dprr` when they are given user keys.
+seed and user j's key (kernels: ``csrc/common/edges_keyed.h``).  Used by
+:func:`~ldpfast.mechanisms.edges.rr_edges` and :func:`~ldpfast.mechanisms.edges.dprr` when they
+are given user keys.
 
 Positions are the user keys themselves: the false-edge fields are skip sampled over
 ``[0, max key]``, so keys must be dense enough (e.g. registration numbers ``0..N-1``); the
 work per row is ``O(d_i + p_false * (max key + 1))`` and a ``max key + 1`` table maps a key to
-its row.  A user's report over the users it already covered is unchanged when users join (with
-keys above or below), leave, or rows are reordered; a changed neighbour list redraws only the
-bits that changed (their own coins), plus DPRR's degree noise (keyed to the whole list).
+its row.
 
-Per release of a mechanism, three derivations (:mod:`ldpfast.privacy.users`):
+**A user's report is drawn whole** (issue 37, finding 1).  Per release of a mechanism, one
+derivation (:mod:`ldpfast.privacy.users`) gives each user one seed from (secret, dataset, user
+key, mechanism, every parameter of the law, public flag, keyed digest of the *set* of the
+user's neighbours' keys); every coin of the report (each true edge's, the false-edge fields,
+DPRR's degree noise) comes from that seed, and the report id from the same chain.  So:
 
-* coin seeds: (secret, dataset, user key, ``<mechanism>/coins``, RR parameters), no input;
-* DPRR's degree seeds and every report id: (..., ``<mechanism>``, all parameters, public
-  flag, keyed digest of the set of the user's neighbours' keys).
+* an unchanged user (same list, same parameters) gets the same seed, hence the same report:
+  when others join or leave, the report over the users present in both releases is identical,
+  a joining user's bit being drawn from the same seed (the report is a function over the whole
+  key space, of which each release shows the users present);
+* a changed list (or setting) gets a fresh seed: every bit is redrawn, independently of the
+  earlier report, and charged in full.  (Before, each bit kept its own coin across releases,
+  so only the changed bits could flip and two releases showed exactly which bits changed.)
+
+What two releases still show is whether a user's list changed (their report changed or did
+not): the privacy model states the relation under which the store's sum of charges is a
+bound (releases with the same equality pattern), in ``docs/api/privacy_model.md``.
 """
 from __future__ import annotations
 
@@ -22,7 +32,7 @@ import numpy as np
 import torch
 
 from ... import _backend
-from ...privacy.users import Keying, report_keys
+from ...privacy.users import Keying
 
 __all__: list[str] = []
 
@@ -49,9 +59,13 @@ def key_table(keys: np.ndarray, name: str) -> np.ndarray:
     return table
 
 
-def coin_seeds(keying: Keying, mechanism: str, params: dict, keys: torch.Tensor) -> np.ndarray:
-    """Per-user coin seeds (uint64): the user's key and the RR parameters, not their data."""
-    seeds, _ = report_keys(keying.context(mechanism + "/coins", params), keys)
+def list_seeds(keying: Keying, mechanism: str, params: dict, rp: np.ndarray, col: np.ndarray, keys: np.ndarray,
+               public: torch.Tensor | None) -> np.ndarray:
+    """Per-user seeds (uint64) of rows ``[row0, row0 + m)`` (``rp`` local, ``col`` global ids into
+    ``keys``, every user's key): the user's key, the keyed digest of their neighbour set and
+    every parameter; records the release's report ids in ``keying.last`` (for a store)."""
+    seeds = keying.set_seeds(mechanism, params, torch.from_numpy(rp), torch.from_numpy(col), extra=public,
+                             node_keys=torch.from_numpy(keys))
     return seeds.cpu().numpy().view(np.uint64)
 
 

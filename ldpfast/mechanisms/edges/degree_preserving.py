@@ -114,11 +114,12 @@ def dprr(
         Default: ``"cuda"`` for a CUDA graph, else ``"cpp"`` (see :mod:`ldpfast._backend`).
     user_keys : 1-D int tensor, optional
         One distinct, dense key per user (see :mod:`ldpfast.mechanisms.edges._keyed`): every
-        bit ``(i, j)`` is then addressed by user ``i``'s key and user ``j``'s, so a user's report
-        keeps its bits when users join, leave or are reordered.  With user keys, eq. (6) uses
-        ``n_max`` when it is given (so ``q_i`` does not move as the graph grows and an unchanged
-        user's list is unchanged); without ``n_max`` it uses ``n``, and the new ``q_i`` samples the
-        same (memoised) RR bits and noisy degree: post-processing, nothing more is spent.
+        bit ``(i, j)`` is then addressed by user ``i``'s seed and user ``j``'s key, user ``i``'s
+        seed being derived from their key and their whole neighbour set, so an unchanged user
+        keeps their report when others join, leave or are reordered, and a changed list is a
+        wholly fresh report (charged).  With user keys, eq. (6) uses ``n_max`` when it is given
+        (so ``q_i`` does not move as the graph grows); without ``n_max`` it uses ``n``, and a
+        new ``n`` is a new setting: every user's report is then fresh, and charged.
         CPU only for now.  Default: rows are the users of this graph only (one release).
     dataset : str
         Dataset name (domain separator; default ``"default"``).
@@ -245,16 +246,16 @@ def dprr_keyed_rows(keying, law: dict, rp: np.ndarray, col: np.ndarray, keys: np
                     pm: float, pub=None, backend=None, row0: int = 0):
     """DPRR keyed to users on rows ``[row0, row0 + m)`` of a graph (a whole graph, or a shard of
     :func:`ldpfast.distributed.shards.randomize`): ``rp`` local, ``col`` global ids, ``keys``
-    every user's key, ``keying`` the rows' Keying.  Coins from each user's key, degree noise and
-    report ids from the key and the neighbour set, q by eq. (6) with ``n_q``.
+    every user's key, ``keying`` the rows' Keying.  Degree noise, coins and report ids from one
+    seed per user (key, neighbour set, parameters, ``n_q``), q by eq. (6) with ``n_q``.
     Returns ``(rowptr, col, d_star, q)``."""
-    m = rp.shape[0] - 1
-    local = torch.from_numpy(np.ascontiguousarray(keys[row0:row0 + m]))
     pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
-    coins = _keyed.coin_seeds(keying, "dprr", {"eps2": law["eps2"], "levels": _keyed.L_TOP}, local)
-    deg_seeds = keying.set_seeds("dprr", law, torch.from_numpy(rp), torch.from_numpy(col), extra=pubm,
-                                 node_keys=torch.from_numpy(keys))
-    noise = _keyed.degree_noise(deg_seeds, law["dlap_t"], law["dlap_s"], backend)
+    # one seed per user for the degree noise (stream DPRR_DEGREE) and every RR coin (DPRR_TRUE /
+    # DPRR_FALSE), from the key, the whole neighbour set and every parameter of the law (n_q
+    # included: eq. (6)'s q moves with it): a changed list or setting is a wholly fresh report
+    seeds = _keyed.list_seeds(keying, "dprr", {**law, "n_q": int(n_q), "levels": _keyed.L_TOP}, rp, col, keys, pubm)
+    noise = _keyed.degree_noise(torch.from_numpy(seeds.view(np.int64)), law["dlap_t"], law["dlap_s"], backend)
+    coins = seeds
     d_star = np.diff(rp).astype(np.float64) + law["granularity"] * noise.astype(np.float64)
     q = _q_of(d_star, n_q, p, pm)
     orp, ocol = _keyed.sample_rows(rp, col, keys, _keyed.key_table(keys, "dprr"), coins, mode=1,

@@ -89,15 +89,13 @@ def rr_edges(
 def rr_keyed_rows(keying, eps: float, rp: np.ndarray, col: np.ndarray, keys: np.ndarray, *, pub=None,
                   backend=None, row0: int = 0):
     """Warner's RR keyed to users on rows ``[row0, row0 + m)`` of a graph (as
-    :func:`~ldpfast.mechanisms.edges.degree_preserving.dprr_keyed_rows`): coins from each user's
-    key, report ids from the key and the neighbour set.  Returns ``(rowptr, col)``."""
+    :func:`~ldpfast.mechanisms.edges.degree_preserving.dprr_keyed_rows`): every coin of a user's
+    report, and its report id, from the user's key and the keyed digest of their whole neighbour
+    set (a changed list is a wholly fresh report: :mod:`._keyed`).  Returns ``(rowptr, col)``."""
     m = rp.shape[0] - 1
     p, pm = _rr_probs(eps)
-    local = torch.from_numpy(np.ascontiguousarray(keys[row0:row0 + m]))
     pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
-    coins = _keyed.coin_seeds(keying, "rr_edges", {"eps": eps}, local)
-    keying.set_seeds("rr_edges", {"eps": eps}, torch.from_numpy(rp), torch.from_numpy(col), extra=pubm,
-                     node_keys=torch.from_numpy(keys))  # the report ids
+    coins = _keyed.list_seeds(keying, "rr_edges", {"eps": eps}, rp, col, keys, pubm)
     return _keyed.sample_rows(rp, col, keys, _keyed.key_table(keys, "rr_edges"), coins, mode=0,
                               st_t=int(Stream.RR_EDGES), st_f=int(Stream.RR_EDGES), p_true=np.full(m, p),
                               p_false=np.full(m, pm), pm=pm, pub=pub, backend=backend, row0=row0)
