@@ -17,6 +17,7 @@ import cuda_emu
 import numpy as np
 import pytest
 import torch
+from secret_keys import sec
 from test_cuda import _case_id, _feature_cases, _run_case
 
 from ldpfast import _cuda
@@ -152,12 +153,12 @@ def _cuda_path_equals_cpp(emulated, monkeypatch, module, call, user_keys, key):
     Returns the kernels the CUDA call launched."""
     from ldpfast.privacy.users import Keying
 
-    want_k = Keying(77, user_keys=user_keys, ids=True)
+    want_k = Keying(sec(77), user_keys=user_keys, ids=True)
     want, _ = call(want_k)
     with monkeypatch.context() as mp:
         mp.setattr(module, "_kernels", lambda device, backend: (_cuda, "cuda"))
         mp.setattr(module, "_array_view", lambda device: (lambda t: t))
-        got_k = Keying(77, user_keys=user_keys, ids=True)
+        got_k = Keying(sec(77), user_keys=user_keys, ids=True)
         emulated.clear()
         got, _ = call(got_k)
     assert torch.equal(got, want), key

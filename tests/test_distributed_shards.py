@@ -215,7 +215,7 @@ def test_cli_randomize_on_a_scheduler(client, small, tmp_path, capsys):
     seed_file = tmp_path / "seed"
     seed_file.write_text(str(SEED))
     rc = main(["randomize", str(d / "in"), str(tmp_path / "cli"), "--scheduler", client.scheduler.address,
-               "--edges", "dprr", "--edge-eps", "2", "--seed-file", str(seed_file), "--no-progress"])
+               "--edges", "dprr", "--edge-eps", "2", "--seed-file", str(seed_file), "--no-progress", "--no-store"])
     assert rc == 0
     ref = dprr(csr, 2.0, _keying=_rows_keying(csr, x=xf))
     assert np.array_equal(SH.read_shards(tmp_path / "cli")["edge_index"].numpy(), _edges(ref.noisy))
@@ -259,15 +259,15 @@ def test_keyed_shards_equal_one_machine_and_keep_reports_across_snapshots(client
     for week, (drop, shards) in enumerate(((0, 3), (7, 5))):  # next week: 7 users left, other sharding
         g, xc, y, ids = _snapshot(drop)
         SH.write_shards(g, tmp_path / f"in{week}", shards, x=xc, y=y, user_id=ids)
-        SH.randomize(tmp_path / f"in{week}", tmp_path / f"out{week}", seed=SEED, client=client, dataset="snap",
+        SH.randomize(tmp_path / f"in{week}", tmp_path / f"out{week}", seed=sec(SEED), client=client, dataset="snap",
                      store=store, **spec)
         outs.append((g, xc, y, ids))
         # one machine, the same user keys: bit for bit
         got = SH.read_shards(tmp_path / f"out{week}")
-        ref = dprr_(g, 3.0, SEED, n_max=2500, user_keys=ids, dataset="snap")
+        ref = dprr_(g, 3.0, sec(SEED), n_max=2500, user_keys=ids, dataset="snap")
         assert np.array_equal(got["edge_index"].numpy(), _edges(ref.noisy))
-        assert torch.equal(got["x"], grr_fs(xc, 4, 1.0, 2, SEED, user_keys=ids, dataset="snap")[0])
-        assert torch.equal(got["y"], rr_labels(y, 5, 1.0, SEED, user_keys=ids, dataset="snap")[0])
+        assert torch.equal(got["x"], grr_fs(xc, 4, 1.0, 2, sec(SEED), user_keys=ids, dataset="snap")[0])
+        assert torch.equal(got["y"], rr_labels(y, 5, 1.0, sec(SEED), user_keys=ids, dataset="snap")[0])
     (_g0, _, _, _ids0), (_g1, _, _, _ids1) = outs
     u0, r0 = _by_user(tmp_path / "out0")
     u1, r1 = _by_user(tmp_path / "out1")
@@ -315,7 +315,7 @@ def test_shard_layout_does_not_change_a_bit(client, tmp_path):
         for keyed in (False, True):
             path = tmp_path / f"in{shards}{keyed}"
             SH.write_shards(g, path, shards, x=xc, y=y, user_id=ids if keyed else None)
-            SH.randomize(path, tmp_path / f"o{shards}{keyed}", seed=SEED, client=client,
+            SH.randomize(path, tmp_path / f"o{shards}{keyed}", seed=sec(SEED), client=client,
                          edges={"mechanism": "rr", "eps": 5.0}, labels={"num_classes": 5, "eps": 1.0})
             outs.append(SH.read_shards(tmp_path / f"o{shards}{keyed}"))
     for a, b in ((outs[0], outs[2]), (outs[1], outs[3])):
@@ -352,15 +352,20 @@ def test_cli_randomize_with_a_store_and_dataset(client, tmp_path, capsys):
     g, _, y, ids = _snapshot(0)
     SH.write_shards(g, tmp_path / "in", 2, y=y, user_id=ids)
     seed_file = tmp_path / "seed"
-    seed_file.write_text(str(SEED))
+    assert main(["secret", "new", str(seed_file)]) == 0
+    with pytest.raises(SystemExit, match="already exists"):
+        main(["secret", "new", str(seed_file)])  # never overwritten
     args = ["randomize", str(tmp_path / "in"), "", "--scheduler", client.scheduler.address, "--labels", "5",
             "--label-eps", "1", "--seed-file", str(seed_file), "--no-progress", "--dataset", "cli",
             "--store", str(tmp_path / "s.sqlite"), "--budget", "1.5"]
+    args[2] = str(tmp_path / "o0")
+    with pytest.raises(SystemExit, match="create-store"):  # a missing store is not created silently
+        main(args)
     for out in ("o1", "o2"):
         args[2] = str(tmp_path / out)
-        assert main(args) == 0
+        assert main(args + (["--create-store"] if out == "o1" else [])) == 0
     printed = capsys.readouterr().out
-    assert printed.count('"node-ldp": {') == 2 and str(SEED) not in printed  # the store's summary, per run
+    assert printed.count('"node-ldp": {') == 2 and seed_file.read_bytes().hex() not in printed
     a, b = SH.read_shards(tmp_path / "o1"), SH.read_shards(tmp_path / "o2")
     assert torch.equal(a["y"], b["y"])  # the second run: every user unchanged, the identical reports
     from ldpfast.privacy import ReportStore

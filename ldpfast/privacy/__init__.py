@@ -13,7 +13,8 @@ which is what :func:`ldpfast.mechanisms.grr_fs` records by default.
 
 Layout (like Opacus): :mod:`.budget` (the ledger), :mod:`.ldp` (the LDP guarantees),
 :mod:`.report_once` (a graph's identity), :mod:`.users` (every report keyed to its user),
-:mod:`.store` (:class:`ReportStore`: the per-user ledger across releases), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
+:mod:`.store` (:class:`ReportStore`: the per-user ledger across releases), :mod:`.secret`
+(:func:`new_secret`, :func:`load_secret`: the 128-bit secrets memoised reports need), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
 and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer),
 :mod:`.engine` (:class:`NodeDPEngine`: sampler, accountant, clipping and optimizer in one
 call, Opacus-style; it loads the sampler and torch pieces on first use) and
@@ -49,6 +50,7 @@ from .ldp import (  # noqa: F401
     onebit_threshold_epsilon,
     optimal_m,
 )
+from .secret import load_secret, new_secret  # noqa: F401
 from .store import RELATIONS, ReleaseResult, ReportStore  # noqa: F401
 
 _LAZY = ("audit", "dpsgd", "accountant")  # accountant: the deprecated path (issue 12)
