@@ -214,7 +214,11 @@ def cmd_randomize(args) -> int:
 
         try:
             store = ReportStore(args.store, budget=args.budget, create=args.create_store)
-        except (FileNotFoundError, ValueError) as e:
+        except FileNotFoundError:
+            raise SystemExit(f"ldpfast randomize: --store: no report store at {args.store}; pass --create-store to "
+                             "start a new one (only the first time: a lost store would otherwise open empty and "
+                             "release every capped user again)") from None
+        except ValueError as e:
             raise SystemExit(f"ldpfast randomize: --store: {e}") from None
     elif args.budget is not None:
         raise SystemExit("ldpfast randomize: --budget caps each user's total in a report store: give --store too")
