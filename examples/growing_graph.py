@@ -46,7 +46,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--eps-edges", type=float, default=4.0, help="edges (DPRR), per user and report")
     ap.add_argument("--budget", type=float, default=None, help="cap on each user's total per relation")
     ap.add_argument("--store", default=None, help="SQLite file of the store (default: a temporary one)")
-    ap.add_argument("--seed-file", default=None, help="the secret seed (default: a fresh one for this run)")
+    ap.add_argument("--secret", default=None,
+                    help="key file of the secret (created on the first night with lf.privacy.load_secret(create=True); "
+                         "default: a fresh secret for this run)")
     ap.add_argument("--json", default=None, help="save the per-release totals here")
     ap.add_argument("--root", default=None, help="(unused: Cora is embedded; kept for the examples' test)")
     ap.add_argument("--quick", action="store_true", help="the same run (it takes seconds)")
@@ -57,10 +59,11 @@ def main(argv=None) -> dict:
     n = full.num_nodes
     full.user_id = torch.randperm(n, generator=g)  # a stable, dense id per user (e.g. a sign-up number)
     join = torch.randperm(n, generator=g)  # the order in which users join
-    secret = int(Path(args.seed_file).read_text()) if args.seed_file else None
-    secret = lf.rng.resolve_seed(secret)  # one secret for every night: unchanged users keep their report
+    # one 256-bit secret for every night (unchanged users keep their report); a small int is refused
+    secret = lf.privacy.load_secret(args.secret, create=True) if args.secret else lf.privacy.new_secret()
     path = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "reports.sqlite"
-    store = lf.privacy.ReportStore(path, budget=args.budget, create=True)
+    # create=True only when the file is new: a store that went missing must not silently restart at zero
+    store = lf.privacy.ReportStore(path, budget=args.budget, create=not path.exists())
     kw = {"seed": secret, "user_key": "user_id", "dataset": "cora-nightly", "store": store}
     transforms = [lf.transforms.MultiBit(args.eps_x, **kw), lf.transforms.RRLabels(args.eps_y, mask="all", **kw),
                   lf.transforms.DPRR(args.eps_edges, n_max=n, **kw)]  # n_max: a public bound for every night
