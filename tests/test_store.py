@@ -259,3 +259,64 @@ def test_transforms_record_releases_in_the_store(tmp_path):
     y = RRLabels(2.0, mask="all", seed=sec(1), user_key="user_id", dataset="cora", store=capped)(d.clone())
     assert y.y_withheld.all() and (y.y == -1).all() and not y.y_rr_mask.any()
     assert y.ldp_ledger.entries[-1].params["store"]["withheld"] == d.num_nodes
+
+
+def test_a_release_outside_the_store_does_not_pass_in_silence(tmp_path, cora, monkeypatch):
+    """Finding 15: a nightly job that builds a new transform without user_key/store released a
+    second report with no error and no warning."""
+    import ldpfast.privacy.store as S
+    import ldpfast.transforms.base as B
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(S, "_KNOWN", {})
+    monkeypatch.setattr(B, "_WARNED", set())
+    d = cora.clone()
+    d.user_id = torch.arange(d.num_nodes)
+    store = ReportStore(tmp_path / "reports.sqlite", create=True)
+    RRLabels(1.0, mask="all", seed=sec(8), user_key="user_id", dataset="nightly", store=store)(d.clone())
+    store.close()
+    with pytest.warns(UserWarning, match="already accounts dataset 'nightly'"):
+        RRLabels(1.0, mask="all", seed=3, dataset="nightly")  # the job that forgot its store
+    with pytest.warns(UserWarning, match="has no store: its reports are memoised"):
+        MultiBit(1.0, seed=sec(1), user_key="user_id")
+    with pytest.warns(UserWarning, match="named dataset"):
+        RRLabels(1.0, seed=3, dataset="weekly")
+    import warnings
+
+    with warnings.catch_warnings():  # once per process and rule
+        warnings.simplefilter("error")
+        RRLabels(2.0, seed=4, dataset="weekly")
+        RRLabels(1.0, seed=3)  # one release of one graph: nothing to warn about
+
+
+def test_randomize_refuses_to_run_without_a_store_unless_told(tmp_path):
+    from ldpfast.cli import main
+
+    args = ["randomize", str(tmp_path / "in"), str(tmp_path / "out"), "--labels", "5", "--label-eps", "1"]
+    with pytest.raises(SystemExit, match="no --store"):
+        main(args)
+    with pytest.raises(SystemExit, match="not both"):
+        main(args + ["--no-store", "--store", str(tmp_path / "s.sqlite")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_secrets_memoised_reports_refuse_small_ints(tmp_path, cora):
+    """Finding 5: the README's example secret 2024 was found in 0.4 s from the store file."""
+    from ldpfast.privacy import load_secret, new_secret
+
+    d = cora.clone()
+    d.user_id = torch.arange(d.num_nodes)
+    with pytest.raises(ValueError, match="int secret is refused"):
+        RRLabels(1.0, seed=2024, user_key="user_id")
+    with pytest.raises(ValueError, match="too short"):
+        RRLabels(1.0, seed=b"2024", user_key="user_id")
+    key = new_secret(tmp_path / "k")
+    assert len(key) == 32 and load_secret(tmp_path / "k") == key
+    assert (tmp_path / "k").stat().st_mode & 0o077 == 0  # only the owner can read it
+    with pytest.raises(FileExistsError):
+        new_secret(tmp_path / "k")
+    with pytest.raises(FileNotFoundError, match="new_secret"):
+        load_secret(tmp_path / "missing")
+    assert len(load_secret(tmp_path / "made", create=True)) == 32
+    RRLabels(1.0, seed=key, user_key="user_id")  # accepted
+    RRLabels(1.0, seed=2024)  # nothing memoised: an int is fine
