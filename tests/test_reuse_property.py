@@ -104,10 +104,10 @@ def test_node_reports_reused_only_when_bit_identical():
             n, d = 40, int(g.integers(2, 9))
             x = _node_input(kind, n, d, g)
             keys = torch.from_numpy(g.permutation(10**6)[:n].astype(np.int64))
-            rep_a, ids_a = _run(lambda kg, x=x: call(x, kg, {}), keys)
+            rep_a, ids_a = _run(lambda kg, x=x, call=call: call(x, kg, {}), keys)
             ra = _rowmap(keys)
             for edit, x2, keys2, params, unchanged in _edits(kind, x, keys, g):
-                rep_b, ids_b = _run(lambda kg, x2=x2, params=params: call(x2, kg, params), keys2)
+                rep_b, ids_b = _run(lambda kg, x2=x2, params=params, call=call: call(x2, kg, params), keys2)
                 rb = _rowmap(keys2)
 
                 def same(a, b, u, ra=ra, rb=rb):
@@ -146,7 +146,7 @@ def test_edge_reports_reused_only_when_bit_identical_over_common_users():
             ei = _graph(n, 300, g)
             keys = torch.from_numpy(g.permutation(n).astype(np.int64))  # dense keys (positions)
             base = Data(edge_index=ei, num_nodes=n)
-            res_a, ids_a = _run(lambda kg: call(base, kg, {}), keys)
+            res_a, ids_a = _run(lambda kg, base=base, call=call: call(base, kg, {}), keys)
             La = _lists(res_a, keys)
             deg = torch.bincount(ei[0], minlength=n)
             edits = []
@@ -176,10 +176,10 @@ def test_edge_reports_reused_only_when_bit_identical_over_common_users():
             if name == "dprr":
                 edits.append(("n_max", base, keys, {"n_max": 900}, set()))
             for edit, data2, keys2, params, unchanged in edits:
-                res_b, ids_b = _run(lambda kg, data2=data2, params=params: call(data2, kg, params), keys2)
+                res_b, ids_b = _run(lambda kg, data2=data2, params=params, call=call: call(data2, kg, params), keys2)
                 Lb = _lists(res_b, keys2)
                 common = set(keys2.tolist()) & set(keys.tolist())
 
-                def same(a, b, u, common=common):
+                def same(a, b, u, common=common, La=La, Lb=Lb):
                     return La[u] & common == Lb[u] & common
                 _check(res_a, ids_a, res_b, ids_b, same, f"{name}/{edit}/{trial}", unchanged)
