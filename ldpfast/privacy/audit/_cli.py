@@ -45,7 +45,7 @@ def run(args) -> int:
     charge is refuted, else 0."""
     stages = _stages(args)
     keyed = not args.no_keys
-    store = False if (args.no_store or not keyed) else (args.store or True)
+    store = False if (args.no_store or not keyed) else (args.store or None)  # None: a temporary one where it can
     changes = args.change or ["static"]
     if args.store and len(changes) > 1:
         raise SystemExit("ldpfast audit: --store PATH holds one audit's canaries: give one --change")

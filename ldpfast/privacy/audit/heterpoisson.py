@@ -102,12 +102,13 @@ class AuditResult:
                            f"summed log-likelihood ratio > {self.llr_threshold:.4g}", n0=self.runs - self.runs // 2,
                            n1=self.runs - self.runs // 2)
         pts = [whole] if self.T == 1 else pts + [whole]
+        note = ("DP-SGD canary audit (paper 003 Algorithm 4): k = 1 is one step, k = T the T-step mechanism; "
+                "points at other k are not computed")
         return AuditReport("heterpoisson", "node-dp", "dpsgd steps", False, False,
                            {"q_b": self.q_b, "M": self.M, "sigma": self.sigma, "T": self.T, "canary": self.canary,
                             "privacy_model": self.privacy_model}, self.runs, self.confidence, self.delta,
                            "accountant", pts,
-                           notes=["DP-SGD canary audit (paper 003 Algorithm 4): k = 1 is one step, k = T the "
-                                  "T-step mechanism; points at other k are not computed"])
+                           notes=[note])
 
 
 def _cp_upper(k: int, n: int, conf: float) -> float:

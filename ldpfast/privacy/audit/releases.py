@@ -448,7 +448,7 @@ def _attack(O: np.ndarray, S: np.ndarray, world: np.ndarray, charges: list[np.nd
     sel = np.zeros(world.shape[0], bool)
     for w in (0, 1):
         ids = np.flatnonzero(world == w)
-        sel[rng.permutation(ids)[:int(round(select_fraction * ids.shape[0]))]] = True
+        sel[rng.permutation(ids)[:round(select_fraction * ids.shape[0])]] = True
     w0, w1 = world == 0, world == 1
     points = []
     for k in range(1, S.shape[1] + 1):
@@ -773,15 +773,12 @@ def _run(st, pop: _Population, dz: _Design, K, N, mult, keyed, store, seed_arg, 
                 c.pop("path", None)
                 entry.setdefault("store", {})[s.name] = c
         log.append(entry)
-        for rel in charges:
-            if store is not None:
-                charges[rel].append(_totals(store, rel, pop.key[:C]))
-            else:
-                charges[rel].append(np.full(C, ledger[rel]))
+        for rel, per_k in charges.items():
+            per_k.append(_totals(store, rel, pop.key[:C]) if store is not None else np.full(C, ledger[rel]))
     # the attacks, per relation
-    params = {s.name: {s.spec.eps_name: s.eps, **{k: v for k, v in s.params.items()}} for s in st}
-    common = dict(change=change, keyed=keyed, store=store is not None, confidence=confidence, delta=0.0,
-                  charge_source="store" if store is not None else "ledger", releases_log=log)
+    params = {s.name: {s.spec.eps_name: s.eps, **s.params} for s in st}
+    common = {"change": change, "keyed": keyed, "store": store is not None, "confidence": confidence, "delta": 0.0,
+              "charge_source": "store" if store is not None else "ledger", "releases_log": log}
     out: dict[str, AuditReport] = {}
     node = [s for s in st if s.spec.target != "edges"]
     if node:

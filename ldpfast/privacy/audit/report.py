@@ -165,8 +165,9 @@ class AuditReport:
     def summary(self) -> str:
         """A few lines: the setting, then ``k``, eps_lb, the charge and the verdict per point."""
         how = ("store" if self.store else "no store") + (", user keys" if self.keyed else ", rows as users")
-        lines = [f"audit {self.mechanism} [{self.relation}] change={self.change} ({how}); "
-                 f"{self.canaries} canaries per world, {self.confidence:.3g} confidence per point"]
+        head = (f"audit {self.mechanism} [{self.relation}] change={self.change} ({how}); "
+                f"{self.canaries} canaries per world, {self.confidence:.3g} confidence per point")
+        lines = [head]
         for p in self.points:
             verdict = "REFUTED" if p.refuted else "ok"
             lines.append(f"  k={p.releases}: eps_lb {p.eps_lb:.3f}  charge {p.charge:.4g}"

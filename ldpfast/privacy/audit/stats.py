@@ -60,7 +60,8 @@ def eps_from_rates(fpr, fnr, delta: float = 0.0):
     with np.errstate(divide="ignore", invalid="ignore"):
         a = np.log(np.maximum(1.0 - delta - fnr, 0.0) / fpr)
         b = np.log(np.maximum(1.0 - delta - fpr, 0.0) / fnr)
-    out = np.maximum(0.0, np.fmax(np.nan_to_num(a, nan=0.0, neginf=0.0), np.nan_to_num(b, nan=0.0, neginf=0.0)))
+    out = np.maximum(0.0, np.fmax(np.nan_to_num(a, nan=0.0, posinf=np.inf, neginf=0.0),
+                                np.nan_to_num(b, nan=0.0, posinf=np.inf, neginf=0.0)))
     return float(out) if out.ndim == 0 else out
 
 
