@@ -792,18 +792,24 @@ def _run(st, pop: _Population, dz: _Design, K, N, mult, keyed, store, seed_arg, 
         pts = _attack(O_edge, O_edge[:, :, 0], ew, ch, rng, select_fraction=select_fraction,
                       confidence=confidence, delta=0.0)
         out["edge-ldp"] = AuditReport(edge.name, "edge-ldp", params={edge.name: params[edge.name]},
-                                      canaries=int((ew == 0).sum()), points=pts, notes=_notes(change, "edge-ldp"),
+                                      canaries=int((ew == 0).sum()), points=pts,
+                                      notes=_notes(change, "edge-ldp", edge.name),
                                       **common)
     return out
 
 
-def _notes(change: str, relation: str) -> list[str]:
+def _notes(change: str, relation: str, mechanism: str = "") -> list[str]:
     notes = []
     if change == "edit":
         notes.append("edit: release 1 is the same in both worlds, so k = 1 has no power by design")
     if relation == "edge-ldp":
         notes.append("edge canaries: the observation is the canary's released bit toward its target user "
                      "(one bit of its own report)")
+    if mechanism in ("DPRR", "dprr"):
+        notes.append("DPRR: the attack sees RR bits sampled with q_i; it bounds eps2, not the degree's eps1")
+    if mechanism in ("LocalLap", "local_laplace"):
+        notes.append("LocalLap: the top-T selection couples users through T and the threshold, so its trials "
+                     "are independent only approximately; one trial per target edge")
     return notes
 
 
