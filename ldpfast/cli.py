@@ -19,6 +19,10 @@ Commands
     (``--scheduler tcp://host:8786``; default a local cluster), bit-identical to the
     single-machine mechanisms (:mod:`ldpfast.distributed.shards`, docs/scaling.md).  Needs
     ``pip install 'ldpfast[distributed]'``.
+``audit MECHANISM [MECHANISM ...]``
+    Empirical privacy audit (:mod:`ldpfast.privacy.audit`, docs/privacy_audit.md): canary
+    users, ``k`` releases under a change model, attacks; prints eps_lb beside what the report
+    store charged, per relation; exit status 1 when a charge is refuted.
 """
 from __future__ import annotations
 
@@ -243,6 +247,40 @@ def cmd_randomize(args) -> int:
     return 0
 
 
+def cmd_audit(args) -> int:
+    """``ldpfast audit MECHANISM ...``: eps lower bound vs the charge (:mod:`ldpfast.privacy.audit`)."""
+    from ldpfast.privacy.audit._cli import run
+
+    return run(args)
+
+
+def _audit_parser(sub) -> None:
+    """The ``audit`` subcommand's arguments (run by :func:`cmd_audit`)."""
+    pa = sub.add_parser("audit", help="empirical privacy audit: eps lower bound vs the charge",
+                        description="Plant canary users, run the mechanisms (a pipeline when several are named) "
+                                    "over K releases under a change model, attack the outputs, and print eps_lb "
+                                    "(a lower bound at --confidence) beside what the report store charged. Exit "
+                                    "status 1 when a charge is refuted. See docs/privacy_audit.md.")
+    pa.add_argument("mechanism", nargs="+", help="transforms (GRRFS, MultiBit, OneBit, RRLabels, RREdges, DPRR, "
+                                                 "LocalLap) or functions (grr, grr_fs, onebit, multibit_encode, "
+                                                 "rr_labels, rr_edges, dprr, local_laplace)")
+    pa.add_argument("--eps", type=float, nargs="+", default=None, help="budget, one or one per mechanism (default 1)")
+    pa.add_argument("--param", action="append", metavar="[MECH.]NAME=VALUE", help="another argument (repeatable)")
+    pa.add_argument("--change", action="append", default=None, help="change model (repeatable; default static): "
+                    "static, join, leave, permute, edit, sweep, add_column")
+    pa.add_argument("--releases", type=int, default=3, help="releases K (default 3)")
+    pa.add_argument("--canaries", type=int, default=1000, help="canary users per world (default 1000)")
+    pa.add_argument("--eps-sweep", type=float, nargs="+", default=None, help="sweep: eps multiplier per release")
+    pa.add_argument("--no-keys", action="store_true", help="rows are the users (no user keys; implies --no-store)")
+    pa.add_argument("--no-store", action="store_true", help="no report store: the charge is the ledger's sum")
+    pa.add_argument("--store", default=None, metavar="SQLITE", help="a new store file to keep (default: temporary)")
+    pa.add_argument("--confidence", type=float, default=0.95, help="confidence of each bound (default 0.95)")
+    pa.add_argument("--seed", type=int, default=0, help="seeds the audit (canaries, split, secret)")
+    pa.add_argument("--json", default=None, help="save the reports as JSON")
+    pa.add_argument("--plot", default=None, help="save eps_lb and the charge against k as a PNG")
+    pa.add_argument("--quiet", action="store_true")
+
+
 def plain_text(rst: str) -> str:
     """A docstring's reStructuredText as terminal text: roles (``:mod:`x```) and literals
     (````x````) become their text, a section title ``Title`` over its underline ``Title:``."""
@@ -264,7 +302,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``ldpfast`` argument parser (subcommands info, demo, bench, randomize, reproduce, secret)."""
+    """The ``ldpfast`` argument parser (subcommands info, demo, bench, randomize, reproduce, audit, secret)."""
     p = argparse.ArgumentParser(prog="ldpfast", description=plain_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=_version())
@@ -345,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="DPRR/RR sampler per shard: cpp (fast, 32 bytes per node per task) or numba "
                          "(shard rows only); same output")
     pz.add_argument("--no-progress", action="store_true")
+    _audit_parser(sub)
     ps = sub.add_parser("secret", help="make a secret key file for memoised reports")
     ss = ps.add_subparsers(dest="secret_cmd", required=True)
     psn = ss.add_parser("new", help="write a fresh 256-bit secret to a new key file (mode 0600)")
@@ -374,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_bench(args, args.args)
     if args.cmd == "randomize":
         return cmd_randomize(args)
+    if args.cmd == "audit":
+        return cmd_audit(args)
     if args.cmd == "secret":
         return cmd_secret(args)
     return cmd_reproduce(args, args.args)

@@ -47,7 +47,8 @@ def test_public_name_table_lists_known_names():
     table = _tool().table()
     for name, mod in [("DPRR", "ldpfast.transforms.edges"), ("DPOptimizer", "ldpfast.privacy.dpsgd.optimizer"),
                       ("HeterPoissonAccountant", "ldpfast.privacy.accountants.heterpoisson"),
-                      ("Ledger", "ldpfast.privacy.budget"), ("audit_heterpoisson", "ldpfast.privacy.audit")]:
+                      ("Ledger", "ldpfast.privacy.budget"), ("audit_heterpoisson", "ldpfast.privacy.audit.heterpoisson"),
+                      ("audit_mechanism", "ldpfast.privacy.audit.releases")]:
         row = next(r for r in table.splitlines() if r.startswith(f"| `{mod}` |"))
         assert f"`{name}`" in row
 

@@ -12,7 +12,8 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ("dprr", "heterpoisson", "lpgnn", "rgnn")
-OTHERS = ("growing_graph",)  # not a paper: a graph re-released as it grows, with a report store
+OTHERS = ("growing_graph",  # not a paper: a graph re-released as it grows, with a report store
+          "audit_pipeline")  # the empirical privacy audit of a three-release pipeline
 
 
 def test_one_example_per_paper():
@@ -34,6 +35,24 @@ def test_growing_graph_example_prints_each_release_and_saves_json(tmp_path):
     assert [h["users"] for h in hist] == sorted(h["users"] for h in hist) and len(hist) == 3
     # release 2: the users of release 1 with unchanged features are not charged again
     assert hist[1]["charged"]["multibit"]["reused"] == hist[0]["users"]
+
+
+def test_audit_pipeline_example_prints_eps_lb_beside_the_charge(tmp_path):
+    import json
+
+    env = dict(os.environ, LDPFAST_OFFLINE="1", LDPFAST_CACHE=str(tmp_path / "cache"))
+    out, png = tmp_path / "a.json", tmp_path / "a.png"
+    r = subprocess.run([sys.executable, str(EXAMPLES / "audit_pipeline.py"), "--quick", "--json", str(out),
+                        "--plot", str(png)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+                       check=False)
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    for rel in ("node-ldp (MultiBit+RRLabels)", "edge-ldp (RREdges)"):
+        assert rel in r.stdout
+    assert len(re.findall(r"releases k=\d: eps_lb +[0-9.]+ +charge +[0-9.]+", r.stdout)) == 2 * 2 * 3
+    reps = json.loads(out.read_text())
+    assert [(x["change"], x["relation"]) for x in reps] == [("join", "node-ldp"), ("join", "edge-ldp"),
+                                                             ("edit", "node-ldp"), ("edit", "edge-ldp")]
+    assert all(x["charge_source"] == "store" for x in reps) and png.stat().st_size > 0
 
 
 @pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES] + [("dprr", ["--adj-t"])],

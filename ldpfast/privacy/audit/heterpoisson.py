@@ -55,7 +55,9 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .._checks import check_eps, check_int, check_prob, check_real
+from ..._checks import check_eps, check_int, check_prob, check_real
+from .report import AuditPoint, AuditReport
+from .stats import clopper_pearson_upper
 
 __all__ = ["AuditResult", "audit_heterpoisson", "eps_lower_bound", "main"]
 
@@ -88,14 +90,30 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def to_report(self) -> AuditReport:
+        """The same audit in the shape of the release audits (:class:`AuditReport`, relation
+        ``"node-dp"``, the accountant's eps as the charge): a point at ``k = 1`` (one step:
+        ``eps_step_lower`` against ``eps_step_accountant``) and one at ``k = T`` (the whole
+        mechanism: ``eps_lower`` against ``eps_accountant``)."""
+        pts = [AuditPoint(1, self.eps_step_lower, self.eps_step_accountant, self.eps_step_accountant,
+                          f"canary coordinate > {self.threshold:.4g}", fpr_upper=self.fpr_upper,
+                          fnr_upper=self.fnr_upper)]
+        whole = AuditPoint(self.T, self.eps_lower, self.eps_accountant, self.eps_accountant,
+                           f"summed log-likelihood ratio > {self.llr_threshold:.4g}", n0=self.runs - self.runs // 2,
+                           n1=self.runs - self.runs // 2)
+        pts = [whole] if self.T == 1 else pts + [whole]
+        note = ("DP-SGD canary audit (paper 003 Algorithm 4): k = 1 is one step, k = T the T-step mechanism; "
+                "points at other k are not computed")
+        return AuditReport("heterpoisson", "node-dp", "dpsgd steps", False, False,
+                           {"q_b": self.q_b, "M": self.M, "sigma": self.sigma, "T": self.T, "canary": self.canary,
+                            "privacy_model": self.privacy_model}, self.runs, self.confidence, self.delta,
+                           "accountant", pts,
+                           notes=[note])
+
 
 def _cp_upper(k: int, n: int, conf: float) -> float:
     """One-sided Clopper-Pearson upper bound on a rate from k of n."""
-    if n == 0:
-        return 1.0
-    if k >= n:
-        return 1.0
-    return float(stats.beta.ppf(conf, k + 1, n - k))
+    return clopper_pearson_upper(int(k), int(n), conf)
 
 
 def eps_lower_bound(o_with: np.ndarray, o_without: np.ndarray, delta: float, *, confidence: float = 0.95,
@@ -173,10 +191,10 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     seed : int
         Seeds the audit; not recorded in the result.
     """
-    from ..methods.heterpoisson import build_model
-    from ..sampling import HeterPoisson
-    from .accountants import HeterPoissonAccountant, heterpoisson_mixture
-    from .dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
+    from ...methods.heterpoisson import build_model
+    from ...sampling import HeterPoisson
+    from ..accountants import HeterPoissonAccountant, heterpoisson_mixture
+    from ..dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 
     q_b = check_prob("q_b", q_b, open_low=True)
     M = check_real("M", M, 0.0)
@@ -249,7 +267,7 @@ def audit_heterpoisson(data, *, q_b: float, M: float, T: int, delta: float, eps:
     h = R // 2
     eps_lb, mu, tau, fpr_u, fnr_u = eps_lower_bound(o_w[h:], o_wo[h:], delta, confidence=confidence,
                                                     select=(o_w[:h], o_wo[:h]))
-    from .accountants import gaussian_epsilon
+    from ..accountants import gaussian_epsilon
 
     eps_comp = gaussian_epsilon(mu * math.sqrt(T), 1.0, 1, delta) if mu > 0 else 0.0
 
@@ -282,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ldpfast.privacy.audit``: Algorithm 4 on a real dataset, printed as JSON."""
     import json
 
-    from ..datasets import load
+    from ...datasets import load
 
     p = argparse.ArgumentParser(prog="python -m ldpfast.privacy.audit", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
