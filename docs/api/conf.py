@@ -353,7 +353,53 @@ def _retarget(node, target: str):
     return node
 
 
+# A napoleon field list (Parameters, Returns, ...) whose entries are not names: a paragraph left
+# under the last parameter, with no blank-line-and-title to end the section, is read as more
+# parameters and renders as a bold list of sentence fragments.  -W alone does not see it.
+_FIELD = re.compile(r"^:([\w ]+):(?: |$)")
+_ENTRY = re.compile(r"^(?::[\w ]+: )?\s*\* \*\*(.*?)\*\*")
+_NAME = r"(?:(?:\\?\*){0,2}[A-Za-z_]\w*|\.\.\.)"  # a name, *args, \*\*kw or ...
+_NAMES = re.compile(rf"{_NAME}(?:, ?{_NAME})*")
+
+
+def _check_fields(app, what, name, obj, options, lines):
+    field = None
+    for line in lines:
+        m = _FIELD.match(line)
+        if m:
+            field = m.group(1)
+        elif line and not line[0].isspace():
+            field = None
+        entry = _ENTRY.match(line) if field else None
+        if entry and field in ("Parameters", "Other Parameters", "Keyword Arguments", "Attributes",
+                               "Returns", "Yields", "Raises", "Warns") \
+                and not _NAMES.fullmatch(entry.group(1)):
+            log.warning("%s: the %s list has an entry that is not a name (%r): end the list with "
+                        "a blank line and a section title, or move the text above it",
+                        name, field, entry.group(1)[:60], location=app.env.docname)
+
+
+_RAW_MARKUP = re.compile(r"``|(?<![\w`]):(?:func|class|meth|mod|attr|data|obj|exc|doc|ref):`")
+
+
+def _check_raw_markup(app, doctree, docname):
+    """Markup that reached the page as text (````x```` or ``:func:`x``` shown verbatim)."""
+    from docutils import nodes
+
+    for text in doctree.findall(nodes.Text):
+        parent = text.parent
+        if isinstance(parent, (nodes.literal, nodes.literal_block, nodes.raw, nodes.comment,
+                               nodes.FixedTextElement)):
+            continue
+        m = _RAW_MARKUP.search(text.astext())
+        if m:
+            snippet = text.astext()[max(0, m.start() - 40):m.end() + 40].replace("\n", " ")
+            log.warning("markup shown as text: %r", snippet, location=parent)
+
+
 def setup(app):
+    app.connect("doctree-resolved", _check_raw_markup)
+    app.connect("autodoc-process-docstring", _check_fields, priority=650)  # after napoleon
     app.connect("missing-reference", _resolve_alias)
     app.connect("autodoc-process-docstring", _no_type_doc, priority=390)
     app.connect("autodoc-process-docstring", _check_documented, priority=400)  # before napoleon

@@ -203,7 +203,10 @@ def fingerprint(data, key: bytes, backend: str | None = None) -> bytes:
         ``"cpp"`` or ``"numba"`` for CPU tensors (default: automatic); CUDA tensors always
         use the CUDA kernel.  Every backend gives the same value.
 
-    Returns the same bytes for the same content on every device, backend and thread count.
+    Returns
+    -------
+    bytes
+        32 bytes, the same for the same content on every device, backend and thread count.
     """
     if not isinstance(key, (bytes, bytearray)) or len(key) < 16:
         raise TypeError("key: expected the secret fingerprint key (bytes, see fingerprint_key)")
