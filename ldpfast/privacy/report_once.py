@@ -6,7 +6,7 @@ report key, so that a re-access of the same graph returns the same reports and t
 share bits.  (History: this module first derived one seed per input from this identity.)
 
 An LDP report must be made once per user.  Two ways to break that with a seeded
-transform (audit findings F2a and F2b, issue 15):
+transform:
 
 * **a fixed seed across inputs**: if every graph is randomised with the same seed, node
   ``i`` of every graph draws the same random bits, so knowing one graph's inputs reveals the

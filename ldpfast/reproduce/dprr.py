@@ -1,4 +1,4 @@
-"""Reproduction of DPRR's Figs. 4, 5 and 7 (paper 001, Hidano & Murakami; the method is
+"""Reproduction of DPRR's Figs. 4, 5 and 7 (Hidano & Murakami, arXiv 2022; the method is
 :mod:`ldpfast.methods.dprr`): an offline synthetic stand-in for the REDDIT graph-classification
 data, the accuracy-vs-eps and accuracy-vs-alpha runs, the degree analysis of Fig. 7 and their
 report (JSON, markdown, plots).  ``ldpfast reproduce dprr`` runs :func:`reproduce_main`.

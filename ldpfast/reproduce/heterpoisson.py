@@ -1,5 +1,5 @@
 """Reproduction of HeterPoisson's Table II (transductive) and Table IV (inductive) on Facebook
-and Twitch-DE (paper 003, Xiang, Wang & Wang; the method is :mod:`ldpfast.methods.heterpoisson`):
+and Twitch-DE (Xiang, Wang & Wang, IEEE S&P 2024; the method is :mod:`ldpfast.methods.heterpoisson`):
 the paper's numbers, the grid, the runs and their report (JSON, markdown, plot).
 ``ldpfast reproduce heterpoisson`` runs :func:`reproduce_main`.
 """
@@ -106,7 +106,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-baseline", action="store_true", help="skip the naive DP-SGD (features only) rows")
     p.add_argument("--accountant", choices=["rdp", "pld"], default="rdp")
     p.add_argument("--degree-model", choices=["s2_public_degrees", "public_bound"], default="s2_public_degrees",
-                   help="neighbouring relation: paper 003 model S2 (whole-graph out-degrees public and fixed) or "
+                   help="neighbouring relation: the paper's model S2 (whole-graph out-degrees public and fixed) or "
                         "private structure with a public degree bound")
     p.add_argument("--degree-bound", default=None,
                    help="D_pub for --degree-model public_bound: an int, or 'auto' (each dataset's maximum degree)")

@@ -1,5 +1,5 @@
-"""Reproduction of LPGNN's Table 2 (multi-bit rows) and Table 4 (paper 002, Sajadmanesh &
-Gatica-Perez; the method is :mod:`ldpfast.methods.lpgnn`), and on CiteSeer the LPGNN rows of
+"""Reproduction of LPGNN's Table 2 (multi-bit rows) and Table 4 (Sajadmanesh &
+Gatica-Perez, CCS 2021; the method is :mod:`ldpfast.methods.lpgnn`), and on CiteSeer the LPGNN rows of
 RGNN's Table II: the paper's numbers, the grid, the runs and their report (JSON, markdown,
 plot).  ``ldpfast reproduce lpgnn`` runs :func:`reproduce_main`.
 """

@@ -1,4 +1,4 @@
-"""Reproduction of RGNN's Table II and its ablation (paper 000, Bhaila et al.; the method is
+"""Reproduction of RGNN's Table II and its ablation (Bhaila et al., SDM 2024; the method is
 :mod:`ldpfast.methods.rgnn`): the paper's numbers, the grid, the runs (RGNN, GraphSAGE on the
 perturbed data, LPGNN with the same features and budgets), and their report (JSON, markdown,
 plot).  ``ldpfast reproduce rgnn`` runs :func:`reproduce_main`.
