@@ -47,8 +47,9 @@ MARK = re.compile(r"^\s*<!--\s*snippet:\s*(skip|slow)\s*(?::\s*(.*?))?\s*-->\s*$
 def doc_files() -> list[Path]:
     """README.md, then every markdown page under docs/ (sorted)."""
     files = [ROOT / "README.md"] if (ROOT / "README.md").is_file() else []
+    built = {"_build", "reference", "generated"}  # what the Sphinx build writes into docs/api
     return files + sorted(p for p in (ROOT / "docs").rglob("*.md")
-                          if "_build" not in p.parts and "reference" not in p.relative_to(ROOT / "docs").parts[:2])
+                          if not built & set(p.relative_to(ROOT / "docs").parts[:2]))
 
 
 def fences(text: str) -> list[dict]:
@@ -175,6 +176,8 @@ def run(blocks: list[dict], slow: bool) -> list[dict]:
                 except BaseException:  # noqa: BLE001 - report whatever the block raised
                     res["status"] = "failed"
                     res["output"] = buf.getvalue()[-3000:] + "\n" + traceback.format_exc()[-6000:]
+                else:
+                    res["output"] = buf.getvalue()[-3000:]
             elif b["lang"] == "doctest":
                 ok, out = _run_doctest(b["code"])
                 res["status"], res["output"] = ("passed" if ok else "failed"), out[-6000:]

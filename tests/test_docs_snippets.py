@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import docs_snippets as S
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 if not (ROOT / "README.md").is_file() or not (ROOT / "docs").is_dir():
@@ -30,6 +29,9 @@ def _id(b: dict) -> str:
 def _run_child(blocks: list[dict], slow: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "LDPFAST_DATA"}
     env["LDPFAST_OFFLINE"] = "1"
+    # one torch thread: the blocks are small, and on a shared machine two threads per process
+    # oversubscribe the cores (a Cora GCN epoch: 0.09 s with one thread, 0.6 s with two there)
+    env.setdefault("OMP_NUM_THREADS", "1")
     r = subprocess.run([sys.executable, str(Path(S.__file__))], input=json.dumps({"blocks": blocks, "slow": slow}),
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800, check=False)
     results = {}

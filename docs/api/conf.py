@@ -5,6 +5,11 @@ Build (from the root of the checkout, after the README's install):
     pip install -r docs/api/requirements.txt
     python -m sphinx -W --keep-going -b html docs/api docs/api/_build/html
 
+The guides and tutorials are markdown pages here (MyST); every code block in them runs in the
+tests (tests/test_docs_snippets.py).  ``docs/api/generated/`` (not committed) holds copies of
+the reproduction pages (docs/reproductions) and of the guides beside this folder that exist
+(:data:`GUIDES`).
+
 The reference pages (``docs/api/reference/``, not committed) are generated here from the
 public-name table of ARCHITECTURE.md (``tools/public_api.py``), so every public name is
 documented from its docstring, and a name without a docstring, or one that no longer
@@ -33,7 +38,7 @@ copyright = "ldpfast authors"
 release = version = importlib.import_module("ldpfast").__version__
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser"]
-source_suffix = {".rst": "restructuredtext"}
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 root_doc = "index"
 html_theme = "alabaster"
@@ -181,6 +186,60 @@ def _write(path: Path, text: str) -> None:
 
 
 _write_reference()
+
+
+# --- pages from the markdown outside docs/api (``generated/``, not committed) -----------------
+#: Guides beside this site (docs/NAME.md) shown in it when present, in this order.
+GUIDES = {"recipes": "Recipes: accuracy when features, labels and edges are private",
+          "dpsgd_opacus": "DP-SGD for Opacus users", "dpsgd_utility": "What node-level DP-SGD reaches",
+          "privacy_audit": "The privacy audit"}
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def _copy_page(src: Path, dst: Path, copied: set[Path]) -> None:
+    """Copy a markdown page; a relative link to a file that is not copied beside it becomes
+    its text and the repository path (the site has no page for it), so -W stays meaningful."""
+    def fix(m):
+        bang, text, target = m.groups()
+        if re.match(r"^[a-z]+:|^#|^/", target):
+            return m.group(0)
+        path = (src.parent / target.split("#")[0]).resolve()
+        if path in copied:
+            return m.group(0)
+        shown = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else target
+        return f"{text} (`{shown}`)" if not bang else f"(figure: `{shown}`)"
+
+    _write(dst, _LINK.sub(fix, src.read_text(encoding="utf-8")))
+
+
+def _write_generated() -> None:
+    out = HERE / "generated"
+    (out / "reproductions").mkdir(parents=True, exist_ok=True)
+    repro = REPO / "docs" / "reproductions"
+    files = sorted(repro.glob("*")) if repro.is_dir() else []
+    copied = {f.resolve() for f in files}
+    for f in files:
+        if f.suffix == ".md":
+            _copy_page(f, out / "reproductions" / f.name, copied)
+        elif f.suffix in (".png", ".svg", ".jpg") and (not (out / "reproductions" / f.name).exists()
+                                                     or (out / "reproductions" / f.name).read_bytes() != f.read_bytes()):
+            (out / "reproductions" / f.name).write_bytes(f.read_bytes())
+    present = [g for g in GUIDES if (REPO / "docs" / f"{g}.md").is_file()]
+    for g in present:
+        _copy_page(REPO / "docs" / f"{g}.md", out / f"{g}.md", set())
+    lines = ["# Further guides", ""]
+    if present:
+        lines += ["```{toctree}", ":maxdepth: 1", "", *present, "```"]
+    else:
+        lines += ["None in this checkout."]
+    _write(out / "guides.md", "\n".join(lines) + "\n")
+    keep = ({out / "guides.md"} | {out / f"{g}.md" for g in present}
+            | {out / "reproductions" / f.name for f in files})
+    for stale in [p for p in out.rglob("*") if p.is_file() and p not in keep]:
+        stale.unlink()  # a page whose source is gone: Sphinx would warn it is in no toctree
+
+
+_write_generated()
 # Checked: ``ldpfast.*`` targets, and bare or relative ones that name a public ldpfast name
 # (``:func:`dprr``` in a docstring of ``ldpfast.mechanisms.edges``).
 _BARE = sorted({t.rsplit(".", 1)[-1] for t in [*PUBLIC, *ALIASES, *_public_api()._modules()]})
