@@ -34,15 +34,18 @@ ext = Pybind11Extension(
 
 
 class BuildExt(build_ext):
-    """Also copy csrc/ into the package so the CUDA sources travel with a wheel."""
+    """Also copy csrc/ into the package so the CUDA sources travel with a wheel, and the
+    benchmark scripts (benchmarks/ -> ldpfast/_bench/benchmarks) so that ``ldpfast bench``
+    runs from an installed wheel.  An in-place (editable) build copies nothing: the checkout
+    has both."""
 
     def run(self):
         super().run()
-        dst = os.path.join(self.build_lib, "ldpfast", "csrc")
-        if os.path.isdir(os.path.join(HERE, "csrc")) and os.path.abspath(dst) != os.path.join(
-            HERE, "ldpfast", "csrc"
-        ):
-            shutil.copytree(os.path.join(HERE, "csrc"), dst, dirs_exist_ok=True)
+        for src, dst in (("csrc", ("csrc",)), ("benchmarks", ("_bench", "benchmarks"))):
+            to = os.path.join(self.build_lib, "ldpfast", *dst)
+            if os.path.isdir(os.path.join(HERE, src)) and os.path.abspath(to) != os.path.join(HERE, "ldpfast", *dst):
+                shutil.copytree(os.path.join(HERE, src), to, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "results"))
 
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of an installed ldpfast wheel, run where the wheel is installed (CI's venv with
 # no compiler on PATH, cibuildwheel's test-command): the package's compiled ldpfast._C
-# imports (no fallback to Numba), py.typed ships, and the Cora demo runs.
+# imports (no fallback to Numba), py.typed ships, the Cora demo runs, and `ldpfast bench` finds
+# the benchmark scripts the wheel carries and runs one (the report store's, --quick).
 set -euo pipefail
 cd "$(mktemp -d)"  # away from any checkout: the installed package is what gets imported
 python - <<'PY'
@@ -26,3 +27,8 @@ if grep -q -- "--quick" <<<"$help"; then
 else
     ldpfast demo --epochs 1
 fi
+# the benchmarks ship inside the wheel (ldpfast/_bench/benchmarks): listed and run from here,
+# where there is no checkout
+ldpfast bench --list
+ldpfast bench store --quick --out "$PWD/bench-results"
+ls "$PWD"/bench-results/bench_store_quick*.json >/dev/null

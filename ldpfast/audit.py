@@ -1,4 +1,4 @@
-"""Deprecated path: the privacy audit moved to :mod:`ldpfast.privacy.audit` (issue 12).
+"""Deprecated path: the privacy audit moved to :mod:`ldpfast.privacy.audit`.
 
 ``ldpfast.audit.X`` still gives ``ldpfast.privacy.audit.X``, and ``python -m ldpfast.audit``
 still runs ``python -m ldpfast.privacy.audit``, with a ``DeprecationWarning``, until

@@ -10,19 +10,28 @@ Commands
     features and labels, a 2-layer GraphSAGE, accuracy and the privacy spent (about a
     minute on 2 cores; ``--quick``: a few seconds).
 ``bench NAME [args]``
-    Runs ``benchmarks/bench_NAME.py`` from the source checkout (``--list`` lists them).
+    Runs ``benchmarks/bench_NAME.py`` (``--list`` lists them): the source checkout's, else the
+    copy that ships inside the installed package.
 ``reproduce METHOD``
     Paper reproductions: ``reproduce_main`` of :mod:`ldpfast.reproduce.<METHOD>` (the
     arguments after METHOD are its own; ``ldpfast reproduce METHOD --help`` lists them).
 ``randomize IN OUT``
     Sharded randomisation of a row-block Parquet shard set on a Dask cluster
     (``--scheduler tcp://host:8786``; default a local cluster), bit-identical to the
-    single-machine mechanisms (:mod:`ldpfast.distributed.shards`, docs/scaling.md).  Needs
+    single-machine mechanisms (:mod:`ldpfast.distributed.shards`; the scaling guide).  Needs
     ``pip install 'ldpfast[distributed]'``.
 ``audit MECHANISM [MECHANISM ...]``
     Empirical privacy audit (:mod:`ldpfast.privacy.audit`, docs/privacy_audit.md): canary
     users, ``k`` releases under a change model, attacks; prints eps_lb beside what the report
     store charged, per relation; exit status 1 when a charge is refuted.
+
+Errors
+------
+A bad value is refused before any work, in one line naming the option and what it accepts
+(``ldpfast demo: error: --eps-x: expected a number > 0, got -1``), exit status 2; so are the
+errors the library raises for the input (a missing file, a parameter out of range).  A GPU or
+device memory that is not there: one line, status 1.  ``ldpfast --debug CMD ...`` (or
+``LDPFAST_DEBUG=1``) shows the traceback instead.
 """
 from __future__ import annotations
 
@@ -34,6 +43,20 @@ import runpy
 import sys
 import time
 from pathlib import Path
+
+from ._cli_args import (
+    ArgumentParser,
+    UsageError,
+    device,
+    existing_dir,
+    existing_file,
+    integer,
+    number,
+    output_dir,
+    output_file,
+    run_command,
+    seed,
+)
 
 #: The methods ``ldpfast reproduce`` runs (one per paper).
 REPRODUCIBLE = ("rgnn", "lpgnn", "dprr", "heterpoisson")
@@ -107,15 +130,22 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _bench_candidates() -> list[Path]:
+    """Where the benchmark scripts are: the source checkout (editable install), the working
+    directory, then the copy a wheel carries (``ldpfast/_bench/benchmarks``, made by setup.py)."""
+    here = Path(__file__).resolve().parent
+    return [here.parent / "benchmarks", Path.cwd() / "benchmarks", here / "_bench" / "benchmarks"]
+
+
 def _bench_dir(explicit: str | None) -> Path:
-    cands = [Path(explicit)] if explicit else [
-        Path(__file__).resolve().parents[1] / "benchmarks", Path.cwd() / "benchmarks"]
+    cands = [Path(explicit)] if explicit else _bench_candidates()
     for c in cands:
         if (c / "harness.py").is_file():
             return c
-    raise SystemExit(
-        "ldpfast bench: cannot find the benchmarks/ folder of the source checkout (looked in "
-        + ", ".join(str(c) for c in cands) + "); run from the repository root or pass --dir")
+    raise UsageError(
+        "no benchmark scripts (benchmarks/harness.py and bench_*.py) in "
+        + ", ".join(str(c) for c in cands) + ": they ship in the source checkout and in the wheels "
+        "built by setup.py; pass --dir with a checkout's benchmarks/ folder")
 
 
 def cmd_bench(args, rest) -> int:
@@ -126,9 +156,7 @@ def cmd_bench(args, rest) -> int:
         print("benchmarks: " + ", ".join(names))
         return 0
     if args.name not in names:
-        print(f"ldpfast bench: unknown benchmark {args.name!r}; known: {', '.join(names)}",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown benchmark {args.name!r}; expected one of: {', '.join(names)}")
     sys.path.insert(0, str(bdir.parent))
     sys.argv = [f"bench_{args.name}.py"] + rest
     t0 = time.perf_counter()
@@ -146,15 +174,13 @@ def cmd_reproduce(args, rest) -> int:
     except ModuleNotFoundError:
         mod = None
     if mod is None or not hasattr(mod, "reproduce_main"):
-        print(f"ldpfast reproduce {args.method}: this method's pipeline is not implemented yet",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.method}: this method's pipeline is not implemented yet")
     return int(mod.reproduce_main(rest) or 0)
 
 
 def _randomize_seed(args):
     if args.seed is not None and args.seed_file is not None:
-        raise SystemExit("ldpfast randomize: give --seed or --seed-file, not both")
+        raise UsageError("give --seed or --seed-file, not both")
     if args.seed_file is None:
         return args.seed
     raw = Path(args.seed_file).read_bytes()
@@ -163,8 +189,8 @@ def _randomize_seed(args):
     except (UnicodeDecodeError, ValueError):
         pass
     if len(raw) < 16:
-        raise SystemExit("ldpfast randomize: --seed-file must hold a secret of at least 16 bytes (make one with "
-                         "`ldpfast secret new FILE`) or one integer in [0, 2**64)")
+        raise UsageError("--seed-file: expected a secret of at least 16 bytes (make one with `ldpfast secret new "
+                         f"FILE`) or one integer in [0, 2**64) in {args.seed_file}")
     return raw
 
 
@@ -175,7 +201,7 @@ def cmd_secret(args) -> int:
     try:
         new_secret(args.path)
     except FileExistsError as e:
-        raise SystemExit(f"ldpfast secret new: {e}") from None
+        raise UsageError(str(e)) from None
     print(f"wrote a new 256-bit secret to {args.path} (mode 0600): keep it, never publish it; pass it as "
           f"--seed-file {args.path} or seed=ldpfast.privacy.load_secret({str(args.path)!r})")
     return 0
@@ -188,7 +214,7 @@ def cmd_randomize(args) -> int:
     edges = features = labels = None
     if args.edges:
         if args.edge_eps is None:
-            raise SystemExit("ldpfast randomize: --edges needs --edge-eps")
+            raise UsageError("--edges needs --edge-eps")
         edges = {"mechanism": args.edges, "eps": args.edge_eps}
         if args.edges == "dprr":
             edges.update(eps1=args.eps1, n_max=args.n_max, alpha=args.dprr_alpha)
@@ -196,11 +222,11 @@ def cmd_randomize(args) -> int:
             edges["max_output_edges"] = args.max_output_edges
     if args.features:
         if args.feature_eps is None:
-            raise SystemExit("ldpfast randomize: --features needs --feature-eps")
+            raise UsageError("--features needs --feature-eps")
         features = {"mechanism": args.features, "eps": args.feature_eps}
         if args.features in ("grr", "grr_fs"):
             if args.k is None:
-                raise SystemExit(f"ldpfast randomize: --features {args.features} needs --k (domain size)")
+                raise UsageError(f"--features {args.features} needs --k (domain size)")
             features["k"] = args.k
         else:
             features["alpha"], features["beta"] = args.range
@@ -208,30 +234,30 @@ def cmd_randomize(args) -> int:
             features["m"] = args.m
     if args.labels is not None:
         if args.label_eps is None:
-            raise SystemExit("ldpfast randomize: --labels needs --label-eps")
+            raise UsageError("--labels needs --label-eps")
         labels = {"num_classes": args.labels, "eps": args.label_eps, "use_mask": not args.no_label_mask}
     store = None
     if args.store is not None and args.no_store:
-        raise SystemExit("ldpfast randomize: give --store or --no-store, not both")
+        raise UsageError("give --store or --no-store, not both")
     if args.store is not None:
         from ldpfast.privacy import ReportStore
 
         try:
             store = ReportStore(args.store, budget=args.budget, create=args.create_store)
         except FileNotFoundError:
-            raise SystemExit(f"ldpfast randomize: --store: no report store at {args.store}; pass --create-store to "
-                             "start a new one (only the first time: a lost store would otherwise open empty and "
-                             "release every capped user again)") from None
+            raise UsageError(f"--store: no report store at {args.store}; pass --create-store to start a new one "
+                             "(only the first time: a lost store would otherwise open empty and release every "
+                             "capped user again)") from None
         except ValueError as e:
-            raise SystemExit(f"ldpfast randomize: --store: {e}") from None
+            raise UsageError(f"--store: {e}") from None
     elif args.budget is not None:
-        raise SystemExit("ldpfast randomize: --budget caps each user's total in a report store: give --store too")
+        raise UsageError("--budget caps each user's total in a report store: give --store too")
     elif not args.no_store:
         # fail closed (issue 37, item 7): a run that forgets its store would release every user again
         # with nothing adding the releases up
-        raise SystemExit("ldpfast randomize: no --store: without a report store nothing accounts this release "
-                         "beside earlier ones (a re-run releases every user again). Give --store FILE "
-                         "(--create-store the first time), or --no-store if this is a one-off release")
+        raise UsageError("no --store: without a report store nothing accounts this release beside earlier ones "
+                         "(a re-run releases every user again). Give --store FILE (--create-store the first "
+                         "time), or --no-store if this is a one-off release")
     try:
         rep = randomize(args.input, args.output, seed=_randomize_seed(args), edges=edges, features=features,
                         labels=labels, dataset=args.dataset, store=store, scheduler=args.scheduler,
@@ -303,35 +329,38 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``ldpfast`` argument parser (subcommands info, demo, bench, randomize, reproduce, audit, secret)."""
-    p = argparse.ArgumentParser(prog="ldpfast", description=plain_text(__doc__),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="ldpfast", description=plain_text(__doc__),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of an error instead of its one-line message")
     sub = p.add_subparsers(dest="cmd", required=True)
     pi = sub.add_parser("info", help="backends, threads, versions")
     pi.add_argument("--json", action="store_true", help="print JSON")
     pd = sub.add_parser("demo", help="private features + labels on Cora, GraphSAGE")
-    pd.add_argument("--eps-x", type=float, default=3.0, help="feature budget (default 3)")
-    pd.add_argument("--eps-y", type=float, default=3.0, help="label budget (default 3)")
-    pd.add_argument("--epochs", type=int, default=None,
+    pd.add_argument("--eps-x", type=number(0), default=3.0, help="feature budget, > 0 (default 3)")
+    pd.add_argument("--eps-y", type=number(0), default=3.0, help="label budget, > 0 (default 3)")
+    pd.add_argument("--epochs", type=integer(1), default=None,
                     help="training epochs of every model, the LPGNN fit included (default: 200 for "
                          "GraphSAGE, the paper's 500 with early stopping for LPGNN)")
     pd.add_argument("--quick", action="store_true",
                     help="a smoke test: every model, the LPGNN fit included, trains for a few "
                          "epochs (unless --epochs is given)")
-    pd.add_argument("--seed", type=int, default=None,
-                    help="secret seed of the randomisers (default: from the OS); never saved")
-    pd.add_argument("--root", default=None,
+    pd.add_argument("--seed", type=seed, default=None,
+                    help="secret seed of the randomisers, in [0, 2**64) (default: from the OS); never saved")
+    pd.add_argument("--root", type=existing_dir, default=None,
                     help="read Cora's raw Planetoid files from this data root (default: the "
                          "copy embedded in the package)")
-    pd.add_argument("--json", default=None, help="also save the report to this JSON file")
-    pd.add_argument("--device", default=None,
+    pd.add_argument("--json", type=output_file, default=None, help="also save the report to this JSON file")
+    pd.add_argument("--device", type=device, default=None,
                     help="cpu (default) or cuda / cuda:N: where data, randomisers and models run")
     # Everything after NAME / METHOD (--help included) goes to that script's own parser.
     pb = sub.add_parser("bench", help="run benchmarks/bench_NAME.py (extra args passed on)",
                         description="Run benchmarks/bench_NAME.py; the arguments after NAME are its "
                                     "own (ldpfast bench NAME --help lists them).")
     pb.add_argument("--list", action="store_true")
-    pb.add_argument("--dir", default=None, help="benchmarks folder (default: the checkout's)")
+    pb.add_argument("--dir", type=existing_dir, default=None,
+                    help="benchmarks folder (default: the checkout's, else the installed copy)")
     pb.add_argument("name", nargs="?")
     pb.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     pr = sub.add_parser("reproduce", help="reproduce a paper's tables (extra args passed on)",
@@ -340,36 +369,37 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("method", choices=REPRODUCIBLE)
     pr.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     pz = sub.add_parser("randomize", help="sharded randomisation on Dask (bit-identical to one machine)")
-    pz.add_argument("input", help="input shard folder (meta.json + Parquet row blocks)")
-    pz.add_argument("output", help="output folder (must not hold output yet)")
+    pz.add_argument("input", type=existing_dir, help="input shard folder (meta.json + Parquet row blocks)")
+    pz.add_argument("output", type=output_dir, help="output folder (must not hold output yet)")
     pz.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786 "
                                                       "(default: a local cluster)")
-    pz.add_argument("--workers", type=int, default=2, help="local cluster: worker processes (default 2)")
+    pz.add_argument("--workers", type=integer(1), default=2, help="local cluster: worker processes (default 2)")
     pz.add_argument("--memory-limit", default="4GiB", help="local cluster: memory per worker (default 4GiB)")
     pz.add_argument("--edges", choices=("dprr", "rr", "locallap"), default=None)
-    pz.add_argument("--edge-eps", type=float, default=None, help="edge budget per user")
-    pz.add_argument("--eps1", type=float, default=None, help="DPRR degree budget (default: paper eq. 8)")
-    pz.add_argument("--n-max", type=int, default=None, help="DPRR n_max of eq. 8 (default: num_nodes)")
-    pz.add_argument("--dprr-alpha", type=float, default=0.9, help="DPRR alpha of eq. 8 (default 0.9)")
-    pz.add_argument("--max-output-edges", type=int, default=50_000_000, help="RR output guard")
+    pz.add_argument("--edge-eps", type=number(0), default=None, help="edge budget per user, > 0")
+    pz.add_argument("--eps1", type=number(0), default=None, help="DPRR degree budget (default: paper eq. 8)")
+    pz.add_argument("--n-max", type=integer(2), default=None, help="DPRR n_max of eq. 8 (default: num_nodes)")
+    pz.add_argument("--dprr-alpha", type=number(0, hi=1, high_open=True), default=0.9,
+                    help="DPRR alpha of eq. 8, in (0, 1) (default 0.9)")
+    pz.add_argument("--max-output-edges", type=integer(0), default=50_000_000, help="RR output guard")
     pz.add_argument("--features", choices=("grr", "grr_fs", "onebit", "multibit"), default=None)
-    pz.add_argument("--feature-eps", type=float, default=None,
+    pz.add_argument("--feature-eps", type=number(0), default=None,
                     help="feature budget (grr: per value; grr_fs: eps_x; onebit/multibit: per node)")
-    pz.add_argument("--k", type=int, default=None, help="grr / grr_fs: domain size of every column")
-    pz.add_argument("--m", type=int, default=None, help="grr_fs: sampled features; multibit: sampled dims")
-    pz.add_argument("--range", type=float, nargs=2, default=(0.0, 1.0), metavar=("ALPHA", "BETA"),
+    pz.add_argument("--k", type=integer(1), default=None, help="grr / grr_fs: domain size of every column")
+    pz.add_argument("--m", type=integer(1), default=None, help="grr_fs: sampled features; multibit: sampled dims")
+    pz.add_argument("--range", type=number(), nargs=2, default=(0.0, 1.0), metavar=("ALPHA", "BETA"),
                     help="onebit / multibit: public feature range (default 0 1)")
-    pz.add_argument("--labels", type=int, default=None, metavar="NUM_CLASSES", help="randomise labels")
-    pz.add_argument("--label-eps", type=float, default=None)
+    pz.add_argument("--labels", type=integer(1), default=None, metavar="NUM_CLASSES", help="randomise labels")
+    pz.add_argument("--label-eps", type=number(0), default=None, help="label budget per user, > 0")
     pz.add_argument("--no-label-mask", action="store_true", help="randomise every label (ignore y_mask)")
-    pz.add_argument("--seed", type=int, default=None,
+    pz.add_argument("--seed", type=seed, default=None,
                     help="secret seed in [0, 2**64) (default: from the OS); never written to the output")
-    pz.add_argument("--seed-file", default=None,
+    pz.add_argument("--seed-file", type=existing_file, default=None,
                     help="read the secret from this key file instead (`ldpfast secret new FILE` makes one; needed "
                          "with user ids or --store, where an int seed is refused)")
     pz.add_argument("--dataset", default="default",
                     help="the dataset's name: two datasets under one secret never share bits (default 'default')")
-    pz.add_argument("--store", default=None, metavar="SQLITE",
+    pz.add_argument("--store", type=output_file, default=None, metavar="SQLITE",
                     help="per-user report store (needs shards with user_id): unchanged users cost nothing, new "
                          "reports are charged to each user across runs")
     pz.add_argument("--create-store", action="store_true",
@@ -377,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "missing store is otherwise an error, so that a lost store is noticed)")
     pz.add_argument("--no-store", action="store_true",
                     help="release without a report store (a one-off release: nothing accounts it across runs)")
-    pz.add_argument("--budget", type=float, default=None,
+    pz.add_argument("--budget", type=number(0), default=None,
                     help="with --store: cap on each user's total per privacy relation; users over it are withheld")
     pz.add_argument("--engine", choices=("cpp", "numba"), default="cpp",
                     help="DPRR/RR sampler per shard: cpp (fast, 32 bytes per node per task) or numba "
@@ -400,11 +430,12 @@ def _line_buffered() -> None:
             pass
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ldpfast`` command; returns the exit status."""
+def _run(argv: list[str] | None, parsed: dict) -> int:
+    """Parse and run one command (:func:`main` turns the input errors into one line)."""
     _line_buffered()
     parser = build_parser()
     args = parser.parse_args(argv)
+    parsed["args"] = args
     if args.cmd == "info":
         return cmd_info(args)
     if args.cmd == "demo":
@@ -418,6 +449,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "secret":
         return cmd_secret(args)
     return cmd_reproduce(args, args.args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ldpfast`` command; returns the exit status (2: bad input, in one
+    line; ``--debug`` for the traceback)."""
+    parsed: dict = {}
+    return run_command(lambda: _run(argv, parsed), parsed)
 
 
 if __name__ == "__main__":

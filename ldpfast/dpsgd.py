@@ -1,4 +1,4 @@
-"""Deprecated path: node-level DP-SGD moved to :mod:`ldpfast.privacy.dpsgd` (issue 12).
+"""Deprecated path: node-level DP-SGD moved to :mod:`ldpfast.privacy.dpsgd`.
 
 ``ldpfast.dpsgd.X`` still gives ``ldpfast.privacy.dpsgd.X``, with a ``DeprecationWarning``,
 until ldpfast 0.2.0.

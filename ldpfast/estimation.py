@@ -5,10 +5,10 @@ All functions are post-processing of LDP outputs: they cost no privacy.
 
 Papers
 ------
-* RGNN (paper 000): GRR-FS frequency estimator eq. (5), variance eq. (6) / (13), expected
+* RGNN (Bhaila et al., SDM 2024): GRR-FS frequency estimator eq. (5), variance eq. (6) / (13), expected
   observed frequency eq. (8); GRR estimator ``pi~ = P^{-1} lambda'`` eq. (14) and the
   dispersion matrix ``(n-1)^{-1} P^{-1} (diag(lambda') - lambda' lambda'^T) P^{-T}``.
-* LPGNN (paper 002): rectifier eq. (4) (:func:`multibit_rectify`), variance eq. (5).
+* LPGNN (Sajadmanesh & Gatica-Perez, CCS 2021): rectifier eq. (4) (:func:`multibit_rectify`), variance eq. (5).
 
 Notes on the RGNN text
 ----------------------

@@ -1,6 +1,6 @@
 """Graph partitioning for graphs too large for METIS in one piece: multilevel coarsening by
 size-constrained label propagation, METIS (pymetis) on the coarse weighted graph, and the
-partition projected back (RGNN's bags on Orkut-scale graphs, issue 14 item 3).
+partition projected back (RGNN's bags on Orkut-scale graphs).
 
 Why: pymetis on an Orkut-scale graph (3.07M nodes, 234M CSR entries) needs its own int64
 copy of the graph plus METIS' coarsening hierarchy, and runs single-threaded; measured on

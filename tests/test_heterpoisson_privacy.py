@@ -34,7 +34,7 @@ from ldpfast.sampling import HeterPoisson
 
 Z_FALSE_ALARM = 5.0  # |z| > 5: two-sided false-alarm rate 5.7e-7 per check
 L = 40               # pairs of the counter-example
-S2_NAME = "node-level DP, paper 003 model S2"
+S2_NAME = "node-level DP, model S2 of Xiang, Wang & Wang"
 S2_ASSUMPTION = "out-degrees of the whole graph are public and fixed"
 
 

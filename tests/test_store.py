@@ -289,15 +289,18 @@ def test_a_release_outside_the_store_does_not_pass_in_silence(tmp_path, cora, mo
         RRLabels(1.0, seed=3)  # one release of one graph: nothing to warn about
 
 
-def test_randomize_refuses_to_run_without_a_store_unless_told(tmp_path):
+def test_randomize_refuses_to_run_without_a_store_unless_told(tmp_path, capsys):
     from ldpfast.cli import main
 
+    (tmp_path / "in").mkdir()
     args = ["randomize", str(tmp_path / "in"), str(tmp_path / "out"), "--labels", "5", "--label-eps", "1"]
-    with pytest.raises(SystemExit, match="no --store"):
-        main(args)
-    with pytest.raises(SystemExit, match="not both"):
-        main(args + ["--no-store", "--store", str(tmp_path / "s.sqlite")])
-    assert not (tmp_path / "out").exists()
+    assert main(args) == 2
+    assert "no --store" in capsys.readouterr().err
+    assert main(args + ["--no-store", "--store", str(tmp_path / "s.sqlite")]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(args + ["--store", str(tmp_path / "s.sqlite")]) == 2
+    assert "--create-store" in capsys.readouterr().err
+    assert not (tmp_path / "s.sqlite").exists()
 
 
 def test_secrets_memoised_reports_refuse_small_ints(tmp_path, cora):

@@ -5,6 +5,11 @@ Build (from the root of the checkout, after the README's install):
     pip install -r docs/api/requirements.txt
     python -m sphinx -W --keep-going -b html docs/api docs/api/_build/html
 
+The guides and tutorials are markdown pages here (MyST); every code block in them runs in the
+tests (tests/test_docs_snippets.py).  ``docs/api/generated/`` (not committed) holds copies of
+the reproduction pages (docs/reproductions) and of the guides beside this folder that exist
+(:data:`GUIDES`).
+
 The reference pages (``docs/api/reference/``, not committed) are generated here from the
 public-name table of ARCHITECTURE.md (``tools/public_api.py``), so every public name is
 documented from its docstring, and a name without a docstring, or one that no longer
@@ -33,7 +38,7 @@ copyright = "ldpfast authors"
 release = version = importlib.import_module("ldpfast").__version__
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser"]
-source_suffix = {".rst": "restructuredtext"}
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 root_doc = "index"
 html_theme = "alabaster"
@@ -181,6 +186,60 @@ def _write(path: Path, text: str) -> None:
 
 
 _write_reference()
+
+
+# --- pages from the markdown outside docs/api (``generated/``, not committed) -----------------
+#: Guides beside this site (docs/NAME.md) shown in it when present, in this order.
+GUIDES = {"recipes": "Recipes: accuracy when features, labels and edges are private",
+          "dpsgd_opacus": "DP-SGD for Opacus users", "dpsgd_utility": "What node-level DP-SGD reaches",
+          "privacy_audit": "The privacy audit"}
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def _copy_page(src: Path, dst: Path, copied: set[Path]) -> None:
+    """Copy a markdown page; a relative link to a file that is not copied beside it becomes
+    its text and the repository path (the site has no page for it), so -W stays meaningful."""
+    def fix(m):
+        bang, text, target = m.groups()
+        if re.match(r"^[a-z]+:|^#|^/", target):
+            return m.group(0)
+        path = (src.parent / target.split("#")[0]).resolve()
+        if path in copied:
+            return m.group(0)
+        shown = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else target
+        return f"{text} (`{shown}`)" if not bang else f"(figure: `{shown}`)"
+
+    _write(dst, _LINK.sub(fix, src.read_text(encoding="utf-8")))
+
+
+def _write_generated() -> None:
+    out = HERE / "generated"
+    (out / "reproductions").mkdir(parents=True, exist_ok=True)
+    repro = REPO / "docs" / "reproductions"
+    files = sorted(repro.glob("*")) if repro.is_dir() else []
+    copied = {f.resolve() for f in files}
+    for f in files:
+        if f.suffix == ".md":
+            _copy_page(f, out / "reproductions" / f.name, copied)
+        elif f.suffix in (".png", ".svg", ".jpg") and (not (out / "reproductions" / f.name).exists()
+                                                     or (out / "reproductions" / f.name).read_bytes() != f.read_bytes()):
+            (out / "reproductions" / f.name).write_bytes(f.read_bytes())
+    present = [g for g in GUIDES if (REPO / "docs" / f"{g}.md").is_file()]
+    for g in present:
+        _copy_page(REPO / "docs" / f"{g}.md", out / f"{g}.md", set())
+    lines = ["# Further guides", ""]
+    if present:
+        lines += ["```{toctree}", ":maxdepth: 1", "", *present, "```"]
+    else:
+        lines += ["None in this checkout."]
+    _write(out / "guides.md", "\n".join(lines) + "\n")
+    keep = ({out / "guides.md"} | {out / f"{g}.md" for g in present}
+            | {out / "reproductions" / f.name for f in files})
+    for stale in [p for p in out.rglob("*") if p.is_file() and p not in keep]:
+        stale.unlink()  # a page whose source is gone: Sphinx would warn it is in no toctree
+
+
+_write_generated()
 # Checked: ``ldpfast.*`` targets, and bare or relative ones that name a public ldpfast name
 # (``:func:`dprr``` in a docstring of ``ldpfast.mechanisms.edges``).
 _BARE = sorted({t.rsplit(".", 1)[-1] for t in [*PUBLIC, *ALIASES, *_public_api()._modules()]})
@@ -353,7 +412,53 @@ def _retarget(node, target: str):
     return node
 
 
+# A napoleon field list (Parameters, Returns, ...) whose entries are not names: a paragraph left
+# under the last parameter, with no blank-line-and-title to end the section, is read as more
+# parameters and renders as a bold list of sentence fragments.  -W alone does not see it.
+_FIELD = re.compile(r"^:([\w ]+):(?: |$)")
+_ENTRY = re.compile(r"^(?::[\w ]+: )?\s*\* \*\*(.*?)\*\*")
+_NAME = r"(?:(?:\\?\*){0,2}[A-Za-z_]\w*|\.\.\.)"  # a name, *args, \*\*kw or ...
+_NAMES = re.compile(rf"{_NAME}(?:, ?{_NAME})*")
+
+
+def _check_fields(app, what, name, obj, options, lines):
+    field = None
+    for line in lines:
+        m = _FIELD.match(line)
+        if m:
+            field = m.group(1)
+        elif line and not line[0].isspace():
+            field = None
+        entry = _ENTRY.match(line) if field else None
+        if entry and field in ("Parameters", "Other Parameters", "Keyword Arguments", "Attributes",
+                               "Returns", "Yields", "Raises", "Warns") \
+                and not _NAMES.fullmatch(entry.group(1)):
+            log.warning("%s: the %s list has an entry that is not a name (%r): end the list with "
+                        "a blank line and a section title, or move the text above it",
+                        name, field, entry.group(1)[:60], location=app.env.docname)
+
+
+_RAW_MARKUP = re.compile(r"``|(?<![\w`]):(?:func|class|meth|mod|attr|data|obj|exc|doc|ref):`")
+
+
+def _check_raw_markup(app, doctree, docname):
+    """Markup that reached the page as text (````x```` or ``:func:`x``` shown verbatim)."""
+    from docutils import nodes
+
+    for text in doctree.findall(nodes.Text):
+        parent = text.parent
+        if isinstance(parent, (nodes.literal, nodes.literal_block, nodes.raw, nodes.comment,
+                               nodes.FixedTextElement)):
+            continue
+        m = _RAW_MARKUP.search(text.astext())
+        if m:
+            snippet = text.astext()[max(0, m.start() - 40):m.end() + 40].replace("\n", " ")
+            log.warning("markup shown as text: %r", snippet, location=parent)
+
+
 def setup(app):
+    app.connect("doctree-resolved", _check_raw_markup)
+    app.connect("autodoc-process-docstring", _check_fields, priority=650)  # after napoleon
     app.connect("missing-reference", _resolve_alias)
     app.connect("autodoc-process-docstring", _no_type_doc, priority=390)
     app.connect("autodoc-process-docstring", _check_documented, priority=400)  # before napoleon

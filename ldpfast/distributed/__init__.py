@@ -1,4 +1,4 @@
-"""Beyond one machine (issue 13).
+"""Beyond one machine.
 
 * :mod:`.ddp`: data-parallel HeterPoisson DP-SGD over ``torch.distributed`` (torchrun).
 * :mod:`.shards`: sharded randomisation of a graph stored as row-block Parquet shards on a

@@ -6,7 +6,7 @@ Launch one process per device with ``torchrun`` (it sets ``RANK``, ``WORLD_SIZE`
     torchrun --nproc_per_node 2 -m ldpfast.distributed.ddp --dataset cora --eps 4 --T 100 \\
         --seed-file secret.txt
 
-Protocol of one step ``t`` (Algorithm 1 of paper 003, split over ``W`` ranks):
+Protocol of one step ``t`` (Algorithm 1 of Xiang, Wang & Wang, IEEE S&P 2024, split over ``W`` ranks):
 
 1. every rank draws the step's central nodes (``HeterPoisson.central``: a counter-based draw
    per candidate, addressed by ``(seed, t, node)``, identical on every rank) and builds the

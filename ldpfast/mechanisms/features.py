@@ -15,9 +15,9 @@ reads back one index (the error decision).
 Papers
 ------
 * RGNN: K. Bhaila, W. Huang, Y. Wu, X. Wu, "Local differential privacy in graph neural
-  networks: a reconstruction approach" (paper 000), section IV-A, eq. (4), Theorem 1.
-* LPGNN: S. Sajadmanesh, D. Gatica-Perez, "Locally private graph neural networks", CCS'21
-  (paper 002), section 3.1, Algorithm 1, eqs. (4)-(6), Theorem 3.1.
+  networks: a reconstruction approach", SDM 2024, section IV-A, eq. (4), Theorem 1.
+* LPGNN: S. Sajadmanesh, D. Gatica-Perez, "Locally private graph neural networks", ACM CCS
+  2021, section 3.1, Algorithm 1, eqs. (4)-(6), Theorem 3.1.
 
 Implemented probabilities are ``T / 2^32`` for integer thresholds chosen so that the code's
 own likelihood ratio is at most ``e^eps`` (see :mod:`ldpfast.privacy.ldp`).
@@ -413,7 +413,7 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
                     beta: float = 1.0, seed: int | None = None, *, user_keys=None,
                     dataset: str = DEFAULT_DOMAIN, backend: str | None = None, row_offset: int = 0,
                     _keying=None) -> tuple[torch.Tensor, Spent]:
-    """LPGNN multi-bit encoder (paper 002, section 3.1, Algorithm 1).
+    """LPGNN multi-bit encoder (Sajadmanesh & Gatica-Perez, section 3.1, Algorithm 1).
 
     Each node samples ``m`` of its ``d`` dimensions uniformly without replacement; a
     sampled dimension reports ``2t - 1`` with

@@ -1,6 +1,7 @@
 """Label randomiser: k-ary randomized response on node labels.
 
-LPGNN (paper 002) eq. (11) and RGNN (paper 000) section IV-B use the same mechanism:
+LPGNN (Sajadmanesh & Gatica-Perez, CCS 2021) eq. (11) and RGNN (Bhaila et al., SDM 2024)
+section IV-B use the same mechanism:
 ``P(y' | y) = e^eps / (e^eps + c - 1)`` if ``y' = y`` and ``1 / (e^eps + c - 1)`` otherwise.
 Kernel: ``rr_label`` in ``csrc/common/features.h``, run by the C++ (``csrc/cpu/features.cpp``)
 and CUDA (``csrc/cuda/features.cu``) launchers (Numba twin in ``ldpfast/_numba/features.py``),

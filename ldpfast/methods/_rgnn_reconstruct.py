@@ -1,5 +1,5 @@
-"""RGNN reconstruction, Algorithms 1 and 2 of paper 000 (Bhaila, Huang, Wu, Wu, "Local
-differential privacy in graph neural networks: a reconstruction approach"): the server's
+"""RGNN reconstruction, Algorithms 1 and 2 of Bhaila, Huang, Wu, Wu, "Local
+differential privacy in graph neural networks: a reconstruction approach", SDM 2024: the server's
 frequency estimates of every node's features (``f_X``, :func:`reconstruct_features`) and
 labels (``f_Y``, :func:`reconstruct_labels`) from the GRR-FS / GRR reports of its
 ``K``-hop neighbourhood.  Post-processing of the reports: no privacy cost.

@@ -1,6 +1,6 @@
 """DPRR end to end: graph classification under edge LDP (Hidano & Murakami, "Degree-Preserving
-Randomized Response for Graph Neural Networks under Local Differential Privacy"; paper 001,
-``shared/papers/001_2c9d8609a94a377f.txt``, sections IV-V).
+Randomized Response for Graph Neural Networks under Local Differential Privacy", arXiv
+preprint, 2022; sections IV-V).
 
 Pipeline (section V-A):
 

@@ -1,7 +1,7 @@
-"""HeterPoisson end to end: node-level DP-SGD for GNNs (paper 003).
+"""HeterPoisson end to end: node-level DP-SGD for GNNs.
 
 Paper: Z. Xiang, T. Wang and D. Wang, "Preserving Node-level Privacy in Graph Neural
-Networks" (``shared/papers/003_a68cceb6d6862899.txt``): Algorithm 1 (training), Algorithm 2
+Networks", IEEE S&P 2024: Algorithm 1 (training), Algorithm 2
 and 3 (sub-graph sampling, :mod:`ldpfast.sampling`), Theorem 2 (accounting,
 :mod:`ldpfast.privacy.accountants`), section 4.4 (inference privacy), section 5 (setup,
 Table II transductive, Table IV inductive).
@@ -35,7 +35,7 @@ Privacy: node-level ``(eps, delta)``-DP for the training nodes of the released m
 the neighbouring relation ``degree_model`` names (recorded in ``report.privacy_model`` and
 the ledger entry; :mod:`ldpfast.privacy.accountants`):
 
-* ``"s2_public_degrees"`` (default): paper 003's model S2 (Definition 4): the out-degrees
+* ``"s2_public_degrees"`` (default): the paper's model S2 (Definition 4): the out-degrees
   of the whole graph are public and fixed.  The peripheral probabilities use the whole
   graph's out-degrees in *both* settings (the inductive sampler gets them through
   ``out_degree``; before, it used the training graph's, which change with the differing

@@ -1,5 +1,5 @@
 """LPGNN end to end (Sajadmanesh & Gatica-Perez, "Locally Private Graph Neural Networks",
-CCS 2021; paper 002): multi-bit features, RR labels, KProp, Drop (Algorithm 3).
+ACM CCS 2021): multi-bit features, RR labels, KProp, Drop (Algorithm 3).
 
 Pipeline (Algorithm 3, line by line):
 

@@ -1,5 +1,5 @@
 """RGNN end to end (Bhaila, Huang, Wu, Wu, "Local differential privacy in graph neural
-networks: a reconstruction approach"; paper 000): GRR-FS features, GRR labels, frequency-
+networks: a reconstruction approach", SDM 2024): GRR-FS features, GRR labels, frequency-
 estimation reconstruction of both (Algorithms 1 and 2, in :mod:`._rgnn_reconstruct`, re-exported
 here), METIS bags with the label-proportion (LLP) regulariser and training (Algorithm 3).
 The reproduction of Table II is :mod:`ldpfast.reproduce.rgnn`.

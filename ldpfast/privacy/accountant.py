@@ -1,4 +1,4 @@
-"""Deprecated path: the accountants moved to :mod:`ldpfast.privacy.accountants` (issue 12).
+"""Deprecated path: the accountants moved to :mod:`ldpfast.privacy.accountants`.
 
 ``ldpfast.privacy.accountant.X`` still gives the same object from
 ``ldpfast.privacy.accountants`` (or, for private names, from its sub-module), with a

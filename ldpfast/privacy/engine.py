@@ -1,6 +1,6 @@
 """Node-level DP-SGD in one call: :class:`NodeDPEngine`, the analogue of Opacus' ``PrivacyEngine``.
 
-Paper 003 (Xiang, Wang and Wang, "Preserving Node-level Privacy in Graph Neural Networks"),
+Xiang, Wang and Wang, "Preserving Node-level Privacy in Graph Neural Networks" (IEEE S&P 2024),
 Algorithm 1.  From the user's model, optimizer and graph, :meth:`NodeDPEngine.make_private`
 (given noise) or :meth:`NodeDPEngine.make_private_with_epsilon` (target ``(eps, delta)``)
 build:
@@ -43,7 +43,7 @@ What holds the loop to the accounting (every refusal comes before anything chang
   seed or generator state) so that a resumed run continues the same accounting, and, made
   private with the same seed, the same batches and noise.
 
-``sampling="nodes"`` is the naive node-level DP-SGD of paper 003's Table II: one example
+``sampling="nodes"`` is the naive node-level DP-SGD of that paper's Table II: one example
 per node (its features and label, no edge), Poisson-sampled at the same rate and accounted
 as the subsampled Gaussian mechanism, for any model.
 
@@ -159,7 +159,7 @@ class NodeDPSampler:
 
 class NodeDPEngine:
     """Make a PyG model, its optimizer and a graph node-level differentially private
-    (DP-SGD with HeterPoisson sub-graph sampling, paper 003 Algorithm 1).
+    (DP-SGD with HeterPoisson sub-graph sampling, Xiang et al.'s Algorithm 1).
 
     Parameters
     ----------

@@ -3,9 +3,9 @@ thresholds the kernels use.
 
 Papers
 ------
-* RGNN (Bhaila et al., paper 000): GRR with ``p = e^eps / (e^eps + k - 1)``,
+* RGNN (Bhaila et al., SDM 2024): GRR with ``p = e^eps / (e^eps + k - 1)``,
   ``q = 1 / (e^eps + k - 1)`` (section IV-A), GRR-FS and its Theorem 1.
-* LPGNN (Sajadmanesh & Gatica-Perez, CCS'21, paper 002): multi-bit encoder (Algorithm 1,
+* LPGNN (Sajadmanesh & Gatica-Perez, ACM CCS 2021): multi-bit encoder (Algorithm 1,
   Theorem 3.1), optimal ``m*`` (Proposition 3.4, eq. 6), label randomized response (eq. 11).
 
 GRR-FS accounting: Theorem 1 versus the exact bound

@@ -6,7 +6,7 @@ report key, so that a re-access of the same graph returns the same reports and t
 share bits.  (History: this module first derived one seed per input from this identity.)
 
 An LDP report must be made once per user.  Two ways to break that with a seeded
-transform (audit findings F2a and F2b, issue 15):
+transform:
 
 * **a fixed seed across inputs**: if every graph is randomised with the same seed, node
   ``i`` of every graph draws the same random bits, so knowing one graph's inputs reveals the
@@ -203,7 +203,10 @@ def fingerprint(data, key: bytes, backend: str | None = None) -> bytes:
         ``"cpp"`` or ``"numba"`` for CPU tensors (default: automatic); CUDA tensors always
         use the CUDA kernel.  Every backend gives the same value.
 
-    Returns the same bytes for the same content on every device, backend and thread count.
+    Returns
+    -------
+    bytes
+        32 bytes, the same for the same content on every device, backend and thread count.
     """
     if not isinstance(key, (bytes, bytearray)) or len(key) < 16:
         raise TypeError("key: expected the secret fingerprint key (bytes, see fingerprint_key)")

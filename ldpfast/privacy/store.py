@@ -140,11 +140,18 @@ class ReportStore:
 
     Examples
     --------
-    >>> store = ReportStore("reports.sqlite", budget=8.0, create=True)  # doctest: +SKIP
-    >>> secret = lf.privacy.load_secret("secret.key", create=True)       # doctest: +SKIP
-    >>> data = lf.transforms.MultiBit(eps=1.0, user_key="user_id", store=store,
-    ...                               seed=secret, dataset="social")(data)  # doctest: +SKIP
-    >>> print(store.summary())                                           # doctest: +SKIP
+    >>> import os, tempfile, torch
+    >>> import ldpfast as lf
+    >>> secret = lf.privacy.new_secret()  # a real deployment keeps it in a key file: new_secret(path)
+    >>> data = lf.datasets.load("cora")
+    >>> data.user_id = torch.arange(data.num_nodes)  # one stable key per user
+    >>> store = ReportStore(os.path.join(tempfile.mkdtemp(), "reports.sqlite"), budget=8.0, create=True)
+    >>> t = lf.transforms.MultiBit(eps=1.0, user_key="user_id", store=store, seed=secret, dataset="social")
+    >>> first = t(data.clone())
+    >>> again = t(data.clone())  # unchanged users: the same reports, nothing charged
+    >>> bool((first.x == again.x).all()), store.epsilon(0)
+    (True, {'node-ldp': 1.0})
+    >>> store.close()
     """
 
     def __init__(self, path: str | os.PathLike, budget=None, *, create: bool = False, timeout: float = 60.0,

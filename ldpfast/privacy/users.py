@@ -19,8 +19,8 @@ rest of the graph.  For one release of one mechanism::
 * ``mechanism`` and ``params``: the mechanism's name and *every parameter of its output law*
   (eps, eps_x, m, alpha, beta, domain sizes, eps1, n_max, the input dtype, ...), as canonical
   JSON (floats by ``float.hex``).  Two settings never share bits: a sweep over eps with one
-  seed gives independent reports (audit finding 2 of issue 31: with shared bits, where the
-  eps 1 and eps 2 reports of a label differ the eps 2 one was the truth, 100% of the time).
+  seed gives independent reports (with shared bits, where the eps 1 and eps 2 reports of a
+  label differ the eps 2 one was the truth, 100% of the time).
 * ``user_key_i``: a stable int64 key of the user (a node attribute the caller names, e.g.
   ``data.user_id``), or, without one, the row index plus the graph's identity (``graph``;
   see :class:`ldpfast.transforms.base.ReportOnce`).

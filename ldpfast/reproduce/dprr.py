@@ -1,4 +1,4 @@
-"""Reproduction of DPRR's Figs. 4, 5 and 7 (paper 001, Hidano & Murakami; the method is
+"""Reproduction of DPRR's Figs. 4, 5 and 7 (Hidano & Murakami, arXiv 2022; the method is
 :mod:`ldpfast.methods.dprr`): an offline synthetic stand-in for the REDDIT graph-classification
 data, the accuracy-vs-eps and accuracy-vs-alpha runs, the degree analysis of Fig. 7 and their
 report (JSON, markdown, plots).  ``ldpfast reproduce dprr`` runs :func:`reproduce_main`.
@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from .._checks import check_eps, check_int
-from ..cli import plain_text
+from .._cli_args import existing_dir, integer, number, output_dir, seed
+from ..cli import ArgumentParser, plain_text
 from ..graph import CSR, to_csr
 from ..methods._common import sub_seed
 from ..methods.dprr import MODELS, _csr, expected_rr_edges, fit
@@ -216,30 +217,30 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     """``ldpfast reproduce dprr``: Figs. 4, 5 and 7 of the paper (accuracy vs alpha and eps, degrees)."""
     from tqdm.auto import tqdm
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce dprr", allow_abbrev=False, description=plain_text(__doc__),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tu-folder", default=None, help="folder with a TU dataset (e.g. REDDIT-BINARY/raw)")
+    p = ArgumentParser(prog="ldpfast reproduce dprr", allow_abbrev=False, description=plain_text(__doc__),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tu-folder", type=existing_dir, default=None, help="folder with a TU dataset (e.g. REDDIT-BINARY/raw)")
     p.add_argument("--tu-name", default=None, help="TU dataset name, e.g. REDDIT-BINARY")
-    p.add_argument("--graphs", type=int, default=300, help="synthetic dataset: number of graphs")
-    p.add_argument("--classes", type=int, default=2, help="synthetic dataset: number of classes")
-    p.add_argument("--nodes", type=int, nargs=2, default=[100, 400], help="synthetic: node range")
+    p.add_argument("--graphs", type=integer(1), default=300, help="synthetic dataset: number of graphs")
+    p.add_argument("--classes", type=integer(2), default=2, help="synthetic dataset: number of classes")
+    p.add_argument("--nodes", type=integer(2), nargs=2, default=[100, 400], help="synthetic: node range")
     p.add_argument("--model", default="gin", choices=MODELS)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--eps", type=float, nargs="+", default=[0.2, 0.5, 1.0, 2.0])
-    p.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.5])
-    p.add_argument("--rr-max-edges", type=int, default=50_000_000)
-    p.add_argument("--degree-nodes", type=int, default=None,
+    p.add_argument("--runs", type=integer(1), default=3)
+    p.add_argument("--epochs", type=integer(1), default=60)
+    p.add_argument("--eps", type=number(0), nargs="+", default=[0.2, 0.5, 1.0, 2.0])
+    p.add_argument("--alphas", type=number(0, low_open=False, hi=1, high_open=True), nargs="+", default=[0.0, 0.1, 0.2, 0.5])
+    p.add_argument("--rr-max-edges", type=integer(0), default=50_000_000)
+    p.add_argument("--degree-nodes", type=integer(2), default=None,
                    help="nodes of the synthetic Fig. 7 graph (default 10000; 2000 with --quick)")
     p.add_argument("--no-facebook", action="store_true", help="skip the Fig. 7 plot on Facebook")
-    p.add_argument("--root", default=None, help="dataset root for Facebook")
-    p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic graphs (public data)")
-    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
-    p.add_argument("--threads", type=int, default=1, help="torch threads for training (tiny graphs: 1)")
+    p.add_argument("--root", type=existing_dir, default=None, help="dataset root for Facebook")
+    p.add_argument("--data-seed", type=seed, default=0, help="seed of the synthetic graphs (public data)")
+    p.add_argument("--seed", type=seed, default=None, help=SECRET_SEED_HELP)
+    p.add_argument("--threads", type=integer(1), default=1, help="torch threads for training (tiny graphs: 1)")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: 80 synthetic graphs of 80-250 nodes, 1 run, 25 epochs, eps {0.5, 1, 2}, "
                         "alpha {0, 0.2, 0.5}")
-    p.add_argument("--out", default="results/dprr")
+    p.add_argument("--out", type=output_dir, default="results/dprr")
     a = p.parse_args(argv)
     master = resolve_seed(a.seed)
     if (a.tu_folder is None) != (a.tu_name is None):

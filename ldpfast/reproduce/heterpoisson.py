@@ -1,5 +1,5 @@
 """Reproduction of HeterPoisson's Table II (transductive) and Table IV (inductive) on Facebook
-and Twitch-DE (paper 003, Xiang, Wang & Wang; the method is :mod:`ldpfast.methods.heterpoisson`):
+and Twitch-DE (Xiang, Wang & Wang, IEEE S&P 2024; the method is :mod:`ldpfast.methods.heterpoisson`):
 the paper's numbers, the grid, the runs and their report (JSON, markdown, plot).
 ``ldpfast reproduce heterpoisson`` runs :func:`reproduce_main`.
 """
@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from .._checks import check_eps, check_int
-from ..cli import plain_text
+from .._cli_args import existing_dir, integer, number, output_dir, seed
+from ..cli import ArgumentParser, plain_text
 from ..methods._common import sub_seed
 from ..methods.heterpoisson import MLP_PRIVACY_MODEL, SETTINGS, fit
 from ..privacy.accountants import privacy_model
@@ -94,32 +95,32 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from ..datasets import load
 
     # no abbreviations: public_command must see every spelling of --seed
-    p = argparse.ArgumentParser(prog="ldpfast reproduce heterpoisson", description=plain_text(reproduce_main.__doc__),
-                                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p = ArgumentParser(prog="ldpfast reproduce heterpoisson", description=plain_text(reproduce_main.__doc__),
+                       formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--datasets", nargs="+", default=["facebook", "twitch-de"], choices=["facebook", "twitch-de"])
     p.add_argument("--models", nargs="+", default=["gcn", "gin", "sage"], choices=["gcn", "gin", "sage"])
     p.add_argument("--settings", nargs="+", default=["transductive"], choices=list(SETTINGS))
-    p.add_argument("--eps", nargs="+", type=float, default=[2.0, 4.0, 8.0, 16.0])
-    p.add_argument("--M", nargs="+", type=float, default=[1.0],
+    p.add_argument("--eps", nargs="+", type=number(0), default=[2.0, 4.0, 8.0, 16.0])
+    p.add_argument("--M", nargs="+", type=number(0), default=[1.0],
                    help="multipliers to try; the best test accuracy per cell is reported, as in the paper")
-    p.add_argument("--runs", type=int, default=1, help="seeds per cell (paper: mean +- std)")
+    p.add_argument("--runs", type=integer(1), default=1, help="seeds per cell (paper: mean +- std)")
     p.add_argument("--no-baseline", action="store_true", help="skip the naive DP-SGD (features only) rows")
     p.add_argument("--accountant", choices=["rdp", "pld"], default="rdp")
     p.add_argument("--degree-model", choices=["s2_public_degrees", "public_bound"], default="s2_public_degrees",
-                   help="neighbouring relation: paper 003 model S2 (whole-graph out-degrees public and fixed) or "
+                   help="neighbouring relation: the paper's model S2 (whole-graph out-degrees public and fixed) or "
                         "private structure with a public degree bound")
     p.add_argument("--degree-bound", default=None,
                    help="D_pub for --degree-model public_bound: an int, or 'auto' (each dataset's maximum degree)")
-    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
-    p.add_argument("--num-layers", type=int, default=1)
-    p.add_argument("--epochs", type=float, default=9.0)
-    p.add_argument("--batch", type=int, default=4096, help="expected sub-graphs per step (q_b = batch / #train)")
+    p.add_argument("--seed", type=seed, default=None, help=SECRET_SEED_HELP)
+    p.add_argument("--num-layers", type=integer(1), default=1)
+    p.add_argument("--epochs", type=number(0), default=9.0)
+    p.add_argument("--batch", type=integer(1), default=4096, help="expected sub-graphs per step (q_b = batch / #train)")
     p.add_argument("--pld", action="store_true", help="also report the PLD epsilon at the sigma used")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: Facebook + Twitch-DE, GCN, transductive, eps in {2, 8}, M = 1, 1 run")
-    p.add_argument("--root", default=None, help="data root (default: ldpfast.datasets.default_root())")
-    p.add_argument("--out", default="results/heterpoisson")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--root", type=existing_dir, default=None, help="data root (default: ldpfast.datasets.default_root())")
+    p.add_argument("--out", type=output_dir, default="results/heterpoisson")
+    p.add_argument("--threads", type=integer(1), default=None, help="torch intra-op threads (default: torch's)")
     a = p.parse_args(argv)
     if a.threads is not None:
         torch.set_num_threads(check_int("threads", a.threads, 1))

@@ -1,5 +1,5 @@
-"""Reproduction of LPGNN's Table 2 (multi-bit rows) and Table 4 (paper 002, Sajadmanesh &
-Gatica-Perez; the method is :mod:`ldpfast.methods.lpgnn`), and on CiteSeer the LPGNN rows of
+"""Reproduction of LPGNN's Table 2 (multi-bit rows) and Table 4 (Sajadmanesh &
+Gatica-Perez, CCS 2021; the method is :mod:`ldpfast.methods.lpgnn`), and on CiteSeer the LPGNN rows of
 RGNN's Table II: the paper's numbers, the grid, the runs and their report (JSON, markdown,
 plot).  ``ldpfast reproduce lpgnn`` runs :func:`reproduce_main`.
 """
@@ -10,7 +10,8 @@ import math
 from pathlib import Path
 
 from .._checks import check_int
-from ..cli import plain_text
+from .._cli_args import existing_dir, integer, output_dir, seed
+from ..cli import ArgumentParser, plain_text
 from ..methods._common import sub_seed
 from ..methods.lpgnn import fit
 from ..methods.rgnn import DEFAULTS
@@ -101,21 +102,21 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from ..datasets import load, top_classes
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce lpgnn", allow_abbrev=False, description=plain_text(__doc__),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="ldpfast reproduce lpgnn", allow_abbrev=False, description=plain_text(__doc__),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=None,
                    choices=["cora", "citeseer", "facebook", "pubmed", "lastfm"],
                    help="default: cora citeseer facebook (offline); pubmed and lastfm read "
                         "user-supplied files under --root (see ldpfast.datasets.load)")
-    p.add_argument("--runs", type=int, default=None, help="default 5")
-    p.add_argument("--epochs", type=int, default=None,
+    p.add_argument("--runs", type=integer(1), default=None, help="default 5")
+    p.add_argument("--epochs", type=integer(1), default=None,
                    help="default 500 as the LPGNN paper (RGNN-Table-II cells use at most 100)")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized grid; defaults to Cora, 2 runs, 100 epochs")
     p.add_argument("--resume", action="store_true", help="keep finished cells of --out")
-    p.add_argument("--root", default=None)
-    p.add_argument("--out", default="results/lpgnn")
-    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
+    p.add_argument("--root", type=existing_dir, default=None)
+    p.add_argument("--out", type=output_dir, default="results/lpgnn")
+    p.add_argument("--seed", type=seed, default=None, help=SECRET_SEED_HELP)
     a = p.parse_args(argv)
     master = resolve_seed(a.seed)
     a.datasets = a.datasets or (["cora"] if a.quick else ["cora", "citeseer", "facebook"])

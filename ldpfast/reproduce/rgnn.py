@@ -1,4 +1,4 @@
-"""Reproduction of RGNN's Table II and its ablation (paper 000, Bhaila et al.; the method is
+"""Reproduction of RGNN's Table II and its ablation (Bhaila et al., SDM 2024; the method is
 :mod:`ldpfast.methods.rgnn`): the paper's numbers, the grid, the runs (RGNN, GraphSAGE on the
 perturbed data, LPGNN with the same features and budgets), and their report (JSON, markdown,
 plot).  ``ldpfast reproduce rgnn`` runs :func:`reproduce_main`.
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from ..cli import plain_text
+from .._cli_args import existing_dir, integer, number, output_dir, seed
+from ..cli import ArgumentParser, plain_text
 from ..methods import lpgnn
 from ..methods._common import sub_seed
 from ..methods.rgnn import DEFAULTS, fit, metis_bags
@@ -180,37 +181,37 @@ def reproduce_main(argv: list[str] | None = None) -> int:
 
     from ..datasets import load
 
-    p = argparse.ArgumentParser(prog="ldpfast reproduce rgnn", allow_abbrev=False, description=plain_text(reproduce_main.__doc__),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="ldpfast reproduce rgnn", allow_abbrev=False, description=plain_text(reproduce_main.__doc__),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "facebook"],
                    choices=sorted(DATASET_K))
-    p.add_argument("--eps-x", nargs="+", type=float, default=[1.0, 0.1])
-    p.add_argument("--eps-y", nargs="+", type=float, default=list(EPS_Y))
+    p.add_argument("--eps-x", nargs="+", type=number(0), default=[1.0, 0.1])
+    p.add_argument("--eps-y", nargs="+", type=number(0), default=list(EPS_Y))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    p.add_argument("--runs", type=int, default=None, help="default 5 (--quick: 2)")
-    p.add_argument("--lpgnn-runs", type=int, default=None,
+    p.add_argument("--runs", type=integer(1), default=None, help="default 5 (--quick: 2)")
+    p.add_argument("--lpgnn-runs", type=integer(0), default=None,
                    help="runs for LPGNN (default: --runs)")
-    p.add_argument("--epochs", type=int, default=None, help="default 100 (--quick: 30)")
-    p.add_argument("--m", type=int, default=DEFAULTS["m"])
-    p.add_argument("--k-x", type=int, default=None, help="default: per dataset (DATASET_K)")
-    p.add_argument("--k-y", type=int, default=None, help="default: per dataset (DATASET_K)")
-    p.add_argument("--C", type=int, default=DEFAULTS["C"])
-    p.add_argument("--alpha", type=float, default=DEFAULTS["alpha"])
-    p.add_argument("--lr", type=float, default=DEFAULTS["lr"])
-    p.add_argument("--weight-decay", type=float, default=DEFAULTS["weight_decay"])
-    p.add_argument("--dropout", type=float, default=DEFAULTS["dropout"])
+    p.add_argument("--epochs", type=integer(1), default=None, help="default 100 (--quick: 30)")
+    p.add_argument("--m", type=integer(1), default=DEFAULTS["m"])
+    p.add_argument("--k-x", type=integer(0), default=None, help="default: per dataset (DATASET_K)")
+    p.add_argument("--k-y", type=integer(0), default=None, help="default: per dataset (DATASET_K)")
+    p.add_argument("--C", type=integer(1), default=DEFAULTS["C"])
+    p.add_argument("--alpha", type=number(0, low_open=False), default=DEFAULTS["alpha"])
+    p.add_argument("--lr", type=number(0), default=DEFAULTS["lr"])
+    p.add_argument("--weight-decay", type=number(0, low_open=False), default=DEFAULTS["weight_decay"])
+    p.add_argument("--dropout", type=number(0, low_open=False, hi=1, high_open=True), default=DEFAULTS["dropout"])
     p.add_argument("--lpgnn-eps", choices=["exact", "theorem1"], default="exact")
     p.add_argument("--no-ablation", action="store_true", help="skip the CiteSeer ablation")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=integer(1), default=1,
                    help="torch threads (default 1: small graphs train fastest single-threaded, "
                         "and a shared machine is not oversubscribed)")
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: Cora, eps_x=1, eps_y=1, 2 runs, 30 epochs, no ablation "
                         "(--runs / --epochs still apply)")
     p.add_argument("--resume", action="store_true", help="keep finished cells of --out")
-    p.add_argument("--root", default=None)
-    p.add_argument("--out", default="results/rgnn")
-    p.add_argument("--seed", type=int, default=None, help=SECRET_SEED_HELP)
+    p.add_argument("--root", type=existing_dir, default=None)
+    p.add_argument("--out", type=output_dir, default="results/rgnn")
+    p.add_argument("--seed", type=seed, default=None, help=SECRET_SEED_HELP)
     a = p.parse_args(argv)
     if a.quick:
         a.datasets, a.eps_x, a.eps_y = ["cora"], [1.0], [1.0]

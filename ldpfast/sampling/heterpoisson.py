@@ -1,7 +1,7 @@
 """HeterPoisson sub-graph sampling (node-level DP-SGD for GNNs).
 
 Paper: Z. Xiang, T. Wang and D. Wang, "Preserving Node-level Privacy in Graph Neural
-Networks" (``shared/papers/003_a68cceb6d6862899.txt``), Algorithm 2 (HeterPoisson),
+Networks", IEEE S&P 2024, Algorithm 2 (HeterPoisson),
 Algorithm 3 (NeighborSampling) and section 4.4 (inference privacy).
 
 One step of :class:`HeterPoisson` returns a batch of sub-graphs ``G = {G_i}``:
@@ -22,7 +22,7 @@ Which degrees (``degree_model``; the neighbouring relation, see
 :mod:`ldpfast.privacy.accountants`):
 
 * ``"s2_public_degrees"`` (default): ``D_ot(j)`` is the out-degree of ``j`` in the *whole*
-  graph, public and fixed (paper 003's model S2, Definition 4).  When ``data`` is only the
+  graph, public and fixed (the paper's model S2, Definition 4).  When ``data`` is only the
   training graph (inductive setting), pass the whole graph's out-degrees as ``out_degree``
   (:func:`out_degrees`); computing them on a graph that changes with the differing node lets
   that node change other nodes' sampling probabilities.
@@ -155,7 +155,7 @@ class SubgraphBatch:
 def singleton_batch(data, nodes: torch.Tensor, step: int = 0) -> SubgraphBatch:
     """A :class:`SubgraphBatch` of one-node sub-graphs, one per node of ``nodes`` (global
     ids, on the device of ``data``), without edges: the examples of naive node-level DP-SGD
-    (the baseline of paper 003, Table II), where each example is one node's features and
+    (the baseline of the paper's Table II), where each example is one node's features and
     label."""
     B = int(nodes.numel())
     dev = nodes.device

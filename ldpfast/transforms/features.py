@@ -53,6 +53,10 @@ def _features(data):
 class GRRFS(ReportOnce):
     """GRR with feature sampling on ``data.x`` (RGNN section IV-A, eq. 4).
 
+    Float features holding integers (PyG stores 0/1 as float32) are accepted; the output
+    keeps the input dtype.  Users withheld by a store's budget report all zeros, marked in
+    ``data.x_withheld``.  Privacy: ``m * eps_x``-LDP per node (exact).
+
     Parameters
     ----------
     eps_x : float
@@ -67,11 +71,9 @@ class GRRFS(ReportOnce):
     accounting : {"exact", "rgnn_theorem1"}
         What the ledger records (default the exact guarantee ``m * eps_x``; see
         :func:`ldpfast.mechanisms.grr_fs`).
-    backend : str, optional
-
-    Float features holding integers (PyG stores 0/1 as float32) are accepted; the output
-    keeps the input dtype.  Users withheld by a store's budget report all zeros, marked in
-    ``data.x_withheld``.  Privacy: ``m * eps_x``-LDP per node (exact).
+    backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
     """
 
     def __init__(self, eps_x: float, m: int, domain=2, seed: int | None = None,
@@ -130,6 +132,10 @@ class GRRFS(ReportOnce):
 class MultiBit(ReportOnce):
     """LPGNN multi-bit encoder on ``data.x`` (Algorithm 1), rectified by eq. (4).
 
+    Users withheld by a store's budget report no dimension (encoding all 0, so the rectified
+    features are ``(alpha + beta) / 2``), marked in ``data.x_withheld``.
+    Privacy: ``eps``-LDP per node (Theorem 3.1).
+
     Parameters
     ----------
     eps : float
@@ -143,11 +149,9 @@ class MultiBit(ReportOnce):
         the LPGNN server trains on; False: the int8 encoding ``x*`` in {-1, 0, 1}.
     seed, user_key, dataset, store, identity
         Who the users are, the secret and the per-user ledger (see :class:`ReportOnce`).
-    backend : str, optional
-
-    Users withheld by a store's budget report no dimension (encoding all 0, so the rectified
-    features are ``(alpha + beta) / 2``), marked in ``data.x_withheld``.
-    Privacy: ``eps``-LDP per node (Theorem 3.1).
+    backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
     """
 
     _one_bit = False
@@ -320,6 +324,9 @@ class KPropFeatures(BaseTransform):
     :class:`ldpfast.nn.KProp`, "Which cache when").  Server-side post-processing of the
     reports: no privacy cost.
 
+    The graph is ``data.edge_index`` (with ``data.edge_weight`` if set), else ``data.adj_t``,
+    else ``data.csr``; float features keep their dtype, others become float32.
+
     Parameters
     ----------
     k : int
@@ -328,9 +335,6 @@ class KPropFeatures(BaseTransform):
         As :class:`ldpfast.nn.KProp` (default ``"gcn"``, LPGNN's choice).
     add_self_loops : bool
         Default False (section 3.2).
-
-    The graph is ``data.edge_index`` (with ``data.edge_weight`` if set), else ``data.adj_t``,
-    else ``data.csr``; float features keep their dtype, others become float32.
     """
 
     def __init__(self, k: int, aggr: str = "gcn", add_self_loops: bool = False):

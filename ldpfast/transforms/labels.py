@@ -17,6 +17,10 @@ __all__ = ["RRLabels"]
 class RRLabels(ReportOnce):
     """Randomized response on ``data.y`` (LPGNN eq. 11, RGNN section IV-B).
 
+    The mask used is stored as ``data.y_rr_mask``.  Users withheld by a store's budget get
+    label -1 and are left out of ``y_rr_mask`` (``data.y_withheld`` marks them).
+    Privacy: ``eps``-LDP per node.
+
     Parameters
     ----------
     eps : float
@@ -36,11 +40,9 @@ class RRLabels(ReportOnce):
         Who the users are, the secret and the per-user ledger (see :class:`ReportOnce`).  A
         node's own mask bit enters its report key; split masks are not part of a graph's
         identity.
-    backend : str, optional
-
-    The mask used is stored as ``data.y_rr_mask``.  Users withheld by a store's budget get
-    label -1 and are left out of ``y_rr_mask`` (``data.y_withheld`` marks them).
-    Privacy: ``eps``-LDP per node.
+    backend : {"cpp", "numba", "cuda"}, optional
+        Kernel backend (default: the input's device decides: CUDA kernels for CUDA tensors,
+        else C++ if built, else Numba).
     """
 
     def __init__(self, eps: float, mask="train_val", num_classes: int | None = None,

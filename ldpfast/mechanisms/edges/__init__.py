@@ -1,7 +1,7 @@
 """Edge local differential privacy for GNN inputs: DPRR, Warner's RR, LocalLap.
 
 Paper: S. Hidano and T. Murakami, "Degree-Preserving Randomized Response for Graph Neural
-Networks under Local Differential Privacy" (``shared/papers/001_2c9d8609a94a377f.txt``).
+Networks under Local Differential Privacy", arXiv preprint, 2022.
 Each user ``v_i`` holds her neighbour list ``a_i`` (row ``i`` of the symmetric adjacency
 matrix, ``a_ii = 0``), randomises it locally and sends ``a~_i``; the server assembles the
 noisy matrix ``A~`` (section IV-A, Fig. 1).

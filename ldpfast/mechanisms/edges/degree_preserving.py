@@ -1,4 +1,4 @@
-"""DPRR, degree-preserving randomized response (paper 001, Algorithm 1): noisy degrees by the
+"""DPRR, degree-preserving randomized response (Hidano & Murakami, Algorithm 1): noisy degrees by the
 discrete Laplace mechanism (``eps1``), then RR with per-user sampling ``q_i`` (``eps2``).
 
 See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contract.

@@ -1,4 +1,4 @@
-"""LocalLap (paper 001, the baseline of Qin et al.): discrete Laplace noise on every adjacency
+"""LocalLap (the baseline of Qin et al. in DPRR's paper, Hidano & Murakami): discrete Laplace noise on every adjacency
 entry and the ``T`` largest noisy entries kept, without enumerating the n(n-1)/2 entries.
 
 See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contract.

@@ -1,4 +1,4 @@
-"""Warner's randomized response on every adjacency bit (the RR baseline of paper 001), by skip
+"""Warner's randomized response on every adjacency bit (the RR baseline of DPRR's paper, Hidano & Murakami), by skip
 sampling: O(|E| + output) instead of O(n^2).
 
 See :mod:`ldpfast.mechanisms.edges` for the guarantees and the randomness contract.

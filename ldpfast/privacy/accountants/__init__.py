@@ -1,4 +1,4 @@
-"""Accountants for node-level DP-SGD (paper 003: Xiang, Wang and Wang).
+"""Accountants for node-level DP-SGD (Xiang, Wang and Wang, IEEE S&P 2024).
 
 * :mod:`.heterpoisson`: :class:`HeterPoissonAccountant` (Theorem 2, HeterPoisson sampling),
   the degree models, the Theorem 2 mixture and its tail bound;

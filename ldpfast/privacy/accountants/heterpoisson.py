@@ -1,7 +1,7 @@
 """Mixture-of-Gaussians accountant for HeterPoisson node-level DP-SGD (Theorem 2).
 
 Paper: Z. Xiang, T. Wang and D. Wang, "Preserving Node-level Privacy in Graph Neural
-Networks" (``shared/papers/003_a68cceb6d6862899.txt``), Definition 7 (MoG mechanism),
+Networks", IEEE S&P 2024, Definition 7 (MoG mechanism),
 Theorem 2 (RDP of Algorithm 1), Theorem 1 (RDP -> (eps, delta)), Appendix B.1.
 
 Units
@@ -32,7 +32,7 @@ Which neighbouring relation (``degree_model``)
 The peripheral probability ``min(1, M / D_ot(j))`` depends on out-degrees, so the mixture
 above is a bound only for a neighbouring relation under which those degrees do not move.
 
-* ``"s2_public_degrees"`` (default): **paper 003 model S2** (Definition 4 and the paragraph
+* ``"s2_public_degrees"`` (default): **the paper's model S2** (Definition 4 and the paragraph
   after it).  The whole graph ``G`` is fixed; neighbouring training graphs ``G*, G' ⊆ G``
   differ by one node ``z`` (its features, label and edges are never read when it is
   absent), and every node's in- and out-degree *in G* is the same whichever of them is
@@ -154,7 +154,7 @@ def privacy_model(degree_model: str = "s2_public_degrees", degree_bound: int | N
     """One-line statement of the neighbouring relation a HeterPoisson guarantee holds for."""
     degree_model, degree_bound = check_degree_model(degree_model, degree_bound)
     if degree_model == "s2_public_degrees":
-        return ("node-level DP, paper 003 model S2 (Definition 4): the out-degrees of the whole graph are public "
+        return ("node-level DP, model S2 of Xiang, Wang & Wang, IEEE S&P 2024 (Definition 4): the out-degrees of the whole graph are public "
                 "and fixed; neighbouring training graphs G*, G' of the fixed whole graph G differ by one node "
                 "(features, label, edges); D_ot is the out-degree in G. Not a guarantee when the structure "
                 "itself is private")
@@ -254,7 +254,7 @@ class HeterPoissonAccountant(_Calibrating):
         (``"s2_public_degrees"``; unused by ``"public_bound"``, whose maximum is over
         ``1 .. degree_bound``).
     degree_model : {"s2_public_degrees", "public_bound"}
-        The neighbouring relation (module docstring): paper 003's model S2 with the whole
+        The neighbouring relation (module docstring): the paper's model S2 with the whole
         graph's out-degrees public and fixed (default), or private structure with the
         sampling probability ``min(1, M / degree_bound)`` and every node pointing to at most
         ``degree_bound`` candidates.

@@ -1,4 +1,4 @@
-"""Accountant for a fixed scalar mixture of Gaussians per step (paper 003, Definition 7).
+"""Accountant for a fixed scalar mixture of Gaussians per step (Xiang, Wang & Wang, IEEE S&P 2024, Definition 7).
 
 E.g. the naive node-level DP-SGD baseline (the Poisson-subsampled Gaussian mechanism):
 ``MixtureAccountant([0, 0.5], [1 - q, q])``.

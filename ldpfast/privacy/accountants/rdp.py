@@ -1,6 +1,6 @@
 """Rényi DP of the scalar mixture-of-Gaussians (MoG) mechanism and its conversion to (eps, delta).
 
-Paper 003 (Xiang, Wang and Wang), Definition 7 (MoG mechanism) and Theorem 1 (RDP ->
+Xiang, Wang and Wang (IEEE S&P 2024), Definition 7 (MoG mechanism) and Theorem 1 (RDP ->
 ``(eps, delta)``); :mod:`.heterpoisson` applies them to HeterPoisson sampling (Theorem 2).
 
 Numerical integration

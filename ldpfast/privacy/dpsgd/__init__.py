@@ -1,4 +1,4 @@
-"""Node-level DP-SGD (paper 003, Algorithm 1): per-sub-graph clipping and the DP optimizer.
+"""Node-level DP-SGD (Xiang, Wang & Wang, IEEE S&P 2024, Algorithm 1): per-sub-graph clipping and the DP optimizer.
 
 Laid out like Opacus: :mod:`.clipping` (the analogue of ``grad_sample``:
 :class:`SubgraphGradSampleModule`, per-sub-graph norms and the clipped sum, loop references),

@@ -2,7 +2,7 @@
 
 Per-sub-graph clipping (:mod:`.clipping`) bounds a node's influence by ``C`` per sub-graph
 term only if every sub-graph's loss depends on that sub-graph alone: removing the sub-graph
-of a central node must leave the other sub-graphs' gradients unchanged (paper 003, Theorem 2,
+of a central node must leave the other sub-graphs' gradients unchanged (Xiang, Wang & Wang, IEEE S&P 2024, Theorem 2,
 case 1, sensitivity ``C``).  A layer that computes anything over the whole block-diagonal
 batch breaks this silently: PyG's ``PairNorm`` / ``MeanSubtractionNorm`` /
 ``LayerNorm(mode="graph")`` / ``GraphNorm`` called as ``model(x, edge_index)`` (no ``batch``

@@ -1,12 +1,12 @@
 """The DP optimizer of node-level DP-SGD: clip per sub-graph, add Gaussian noise, step.
 
-Paper 003 (Xiang, Wang and Wang), Algorithm 1 lines 6-10.  The per-sub-graph clipping is
+Xiang, Wang and Wang (IEEE S&P 2024), Algorithm 1 lines 6-10.  The per-sub-graph clipping is
 :mod:`.clipping`; the accountant of ``sigma`` is
 :class:`ldpfast.privacy.accountants.HeterPoissonAccountant`.  The Gaussian noise,
 ``N(0, (2 C sigma)^2)`` per coordinate and per step, is drawn where the parameters are, by a
 generator there (the CPU's, or the GPU's in one launch for all parameters: no host work
 proportional to the model, no copy, no sync) seeded for every step from the optimizer's seed
-and the step count.  Changed (issue 32): GPU noise used to be the CPU generator's bits copied
+and the step count.  Changed in this version: GPU noise used to be the CPU generator's bits copied
 to the device; a seed no longer gives the same noise on the CPU and on a GPU (the law and the
 calibration are unchanged).  Changed (2026-11-27): the CPU generator used to be seeded once
 and its state saved in :meth:`DPOptimizer.state_dict`, so a checkpoint rebuilt the noise; it
