@@ -62,7 +62,7 @@ def _one_line(err: str, prog: str) -> str:
     (["randomize", "{tmp}", "{tmp}/out", "--features", "grr", "--feature-eps", "1"], "ldpfast randomize",
      "--features grr needs --k"),
     (["randomize", "{tmp}", "{tmp}/out", "--budget", "2"], "ldpfast randomize", "--budget caps"),
-    (["randomize", "{tmp}", "{tmp}/out", "--seed", "1", "--seed-file", "{tmp}/a_file"], "ldpfast randomize",
+    (["randomize", "{tmp}", "{tmp}/out", "--seed", "1", "--seed-file", "{tmp}/a_file", "--no-store"], "ldpfast randomize",
      "give --seed or --seed-file, not both"),
     (["bench", "--dir", "{tmp}/nope"], "ldpfast bench", "--dir: expected an existing folder"),
     (["bench", "--dir", "{tmp}"], "ldpfast bench", "no benchmark scripts"),
@@ -91,7 +91,7 @@ def test_library_errors_after_parsing_are_one_line(capsys, tmp_path):
     """What only the library can check (here: a folder that is not a shard set) is the same
     one line, status 2, with the library's message; nothing is written."""
     rc, err = _err(capsys, ["randomize", str(tmp_path), str(tmp_path / "out"), "--edges", "dprr",
-                            "--edge-eps", "1", "--no-progress"])
+                            "--edge-eps", "1", "--no-progress", "--no-store"])
     line = _one_line(err, "ldpfast randomize")
     assert rc == 2 and "meta.json" in line
     assert not (tmp_path / "out").exists()
