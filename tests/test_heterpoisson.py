@@ -506,16 +506,22 @@ def test_clipping_with_center_only_head_and_multiple_uses():
 
 
 def test_unsupported_layers_are_refused():
-    from torch_geometric.nn import GATConv
+    from torch_geometric.nn import GATConv, GCNConv
 
     from ldpfast.privacy.dpsgd import SubgraphGradSampleModule
 
     with pytest.raises(TypeError, match="BatchNorm"):
         SubgraphGradSampleModule(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)))
-    with pytest.raises(TypeError, match="not supported|not covered"):
-        SubgraphGradSampleModule(GATConv(4, 4))
+    with pytest.raises(ValueError, match="cached=True"):
+        SubgraphGradSampleModule(GCNConv(4, 4, cached=True))
+    with pytest.raises(TypeError, match="lazy"):
+        SubgraphGradSampleModule(GCNConv(-1, 4))
     with pytest.raises(TypeError, match="model"):
         SubgraphGradSampleModule("not a model")
+    with pytest.raises(ValueError, match="grad_path"):
+        SubgraphGradSampleModule(GATConv(4, 4), grad_path="vmap")
+    # GAT's attention vectors have a fast rule now (tests/test_grad_paths.py checks it)
+    assert SubgraphGradSampleModule(GATConv(4, 4)).general_parameters == []
 
 
 def test_dp_optimizer_noise_scale_and_determinism():
