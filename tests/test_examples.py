@@ -13,10 +13,11 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ("dprr", "heterpoisson", "lpgnn", "rgnn")
 OTHERS = ("growing_graph",)  # not a paper: a graph re-released as it grows, with a report store
+ENGINE = ("gat_dpsgd",)  # not a paper's method: a GAT through NodeDPEngine (node-level DP-SGD for any model)
 
 
 def test_one_example_per_paper():
-    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES + OTHERS)
+    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES + OTHERS + ENGINE)
 
 
 def test_growing_graph_example_prints_each_release_and_saves_json(tmp_path):
@@ -36,8 +37,8 @@ def test_growing_graph_example_prints_each_release_and_saves_json(tmp_path):
     assert hist[1]["charged"]["multibit"]["reused"] == hist[0]["users"]
 
 
-@pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES] + [("dprr", ["--adj-t"])],
-                         ids=list(NAMES) + ["dprr-adj_t"])
+@pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES + ENGINE] + [("dprr", ["--adj-t"])],
+                         ids=list(NAMES + ENGINE) + ["dprr-adj_t"])
 def test_example_quick(name, extra, tmp_path):
     env = dict(os.environ, LDPFAST_OFFLINE="1", LDPFAST_CACHE=str(tmp_path / "cache"))
     env.pop("LDPFAST_DATA", None)

@@ -16,7 +16,9 @@ Layout (like Opacus): :mod:`.budget` (the ledger), :mod:`.ldp` (the LDP guarante
 :mod:`.store` (:class:`ReportStore`: the per-user ledger across releases), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
 and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer),
 :mod:`.engine` (:class:`NodeDPEngine`: sampler, accountant, clipping and optimizer in one
-call, Opacus-style; it loads the sampler and torch pieces on first use) and
+call, Opacus-style; it loads the sampler and torch pieces on first use), :mod:`.validator`
+(:func:`validate` and :func:`fix`: which path each module's parameters take, and the swaps
+of what mixes sub-graphs, Opacus' ``ModuleValidator``) and
 :mod:`.audit` (the empirical privacy audit).  ``dpsgd`` and ``audit`` are imported on first
 attribute access (they need torch and the HeterPoisson method).
 """
@@ -50,6 +52,7 @@ from .ldp import (  # noqa: F401
     optimal_m,
 )
 from .store import RELATIONS, ReleaseResult, ReportStore  # noqa: F401
+from .validator import ValidationReport, fix, validate  # noqa: F401
 
 _LAZY = ("audit", "dpsgd", "accountant")  # accountant: the deprecated path (issue 12)
 

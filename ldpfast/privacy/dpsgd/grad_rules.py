@@ -152,8 +152,9 @@ def _rule(m: torch.nn.Module) -> tuple[set[str], str, str | None]:
     if OUT_BIAS and isinstance(m, OUT_BIAS):
         return own & {"bias"}, "GCNConv: bias from the output gradient (weight in its Linear)", None
     if POLY and isinstance(m, POLY):
-        return (own & {"bias"}, f"{type(m).__name__}: lins[k] from g x_k^T with the propagated inputs x_k (from its "
-                "propagate calls), bias from the output gradient", None)
+        how = (f"{type(m).__name__}: lins[k] from g x_k^T with the propagated inputs x_k (from its propagate calls), "
+               "bias from the output gradient")
+        return own & {"bias"}, how, None
     if GAT and isinstance(m, GAT):
         return (own & {"att_src", "att_dst", "bias"},
                 "GATConv: att_src/att_dst per node through an expanded view, bias from the output gradient", None)
