@@ -45,11 +45,12 @@ def id_batch():
     return HeterPoisson(data, 0.2, 3.0, seed=4).sample(0)
 
 
-def compare(net, b, general=(), rtol=1e-5):
+def compare(net, b, general=(), rtol=1e-5, mode="auto"):
     """Norms and clipped sum of the wrapper vs the loop; ``general``: the parameters expected
-    on the general path."""
+    on the general path, ``mode``: how the general path runs (vmap, loop, auto)."""
     torch.manual_seed(0)
     gsm = SubgraphGradSampleModule(net)
+    gsm._general_path.mode = mode
     assert sorted(gsm.general_parameters) == sorted(general)
     subgraph_loss(gsm(b), b).backward()
     norms = gsm.norms()
@@ -164,15 +165,19 @@ class Gate(torch.nn.Module):
         return torch.tanh(self.scale) * x + torch.sigmoid(self.lin(x)) * x ** 2
 
 
-def test_general_custom_module(batch):
-    from torch_geometric.nn import GCNConv
+@pytest.mark.parametrize("mode", ["vmap", "loop", "auto"])
+def test_general_custom_module(batch, mode):
+    from torch_geometric.nn import SAGEConv
 
     torch.manual_seed(6)
-    net = Stack([GCNConv(D_IN, HID)], after=[Gate(HID)])
-    compare(net, batch, general=["after.0.scale"])
+    net = Stack([SAGEConv(D_IN, HID)], after=[Gate(HID)])
+    gsm = compare(net, batch, general=["after.0.scale"], mode=mode)
+    if mode == "auto":  # vmap runs the custom module, agrees with the loop: kept unless slower
+        assert gsm._general_path.vmap_ok or "faster" in gsm._general_path.why_loop
 
 
-def test_general_pyg_layers_without_rule(batch):
+@pytest.mark.parametrize("mode", ["vmap", "loop"])
+def test_general_pyg_layers_without_rule(batch, mode):
     """GatedGraphConv (a weight tensor and a GRU) and a learnable softmax aggregation."""
     from torch_geometric.nn import GatedGraphConv, SAGEConv
     from torch_geometric.nn.aggr import SoftmaxAggregation
@@ -180,11 +185,44 @@ def test_general_pyg_layers_without_rule(batch):
     torch.manual_seed(7)
     net = Stack([GatedGraphConv(HID, num_layers=2)], d_out=HID)
     gsm = compare(net, batch, general=["convs.0.weight", "convs.0.rnn.weight_ih", "convs.0.rnn.weight_hh",
-                                       "convs.0.rnn.bias_ih", "convs.0.rnn.bias_hh"])
+                                       "convs.0.rnn.bias_ih", "convs.0.rnn.bias_hh"], mode=mode)
     assert "head.weight" not in gsm.general_parameters  # the head keeps its fast rule
     torch.manual_seed(8)
     soft = Stack([SAGEConv(D_IN, HID, aggr=SoftmaxAggregation(learn=True, channels=D_IN))])
-    compare(soft, batch, general=["convs.0.aggr_module.t"])
+    compare(soft, batch, general=["convs.0.aggr_module.t"], mode=mode)
+
+
+def test_general_path_vmap_checked_against_the_loop(batch):
+    """A model whose output depends on its input's row count gives other numbers on padded
+    sub-graphs: auto mode finds it on the first step (vmap against the loop) and keeps the
+    loop; GCNConv's self-loop mask makes vmap fail: the loop."""
+    from torch_geometric.nn import GCNConv
+
+    from ldpfast.privacy.dpsgd.general import GeneralPath
+
+    class RowCount(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(D_IN, N_CLS)
+
+        def forward(self, x, edge_index):
+            return self.lin(x) / x.shape[0] ** 0.5
+
+    gp = GeneralPath(RowCount())
+    x, ei, seg, B = batch.x, batch.edge_index, batch.batch, batch.num_subgraphs
+    g = torch.randn(x.shape[0], N_CLS)
+    params = list(gp.model.parameters())
+    loop = [t.clone() for t in GeneralPath(gp.model, "loop").gradients(x, ei, seg, B, g, params)]
+    vm = GeneralPath(gp.model, "vmap").gradients(x, ei, seg, B, g, params)
+    assert not torch.allclose(vm[0], loop[0], rtol=1e-3)  # padding changed the row count
+    with pytest.warns(UserWarning, match="other gradients than the loop"):
+        got = gp.gradients(x, ei, seg, B, g, params)
+    assert gp.vmap_ok is False and all(torch.allclose(a, b) for a, b in zip(got, loop))
+    gcn = GeneralPath(Stack([GCNConv(D_IN, HID)]))
+    gcn.gradients(x, ei, seg, B, torch.randn(x.shape[0], N_CLS), list(gcn.model.parameters()))
+    assert gcn.vmap_ok is False and "dynamic shape" in gcn.why_loop
+    with pytest.raises(ValueError, match="mode"):
+        GeneralPath(gcn.model, "fast")
 
 
 def test_general_path_forced_equals_fast(batch):

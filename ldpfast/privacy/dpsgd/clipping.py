@@ -265,6 +265,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._bypassed: str | None = None
         self._names = {m: n for n, m in model.named_modules()}
         self._validate_and_hook(grad_path)
+        self._general_path = _general.GeneralPath(model)  # vmap by size bucket, or a loop
         # the first release checks that the fast terms add up to each parameter's gradient
         self._coverage_pending = bool(self._fast_params)
         self._grad_before: dict[int, torch.Tensor | None] | None = None
@@ -492,8 +493,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
             x, edge_index = self._inputs
             self._replaying = True
             try:
-                dense = _general.per_subgraph_gradients(self._module, x, edge_index, self._seg,
-                                                        self._num_subgraphs, g_out, gen)
+                dense = self._general_path.gradients(x, edge_index, self._seg, self._num_subgraphs, g_out, gen)
             finally:
                 self._replaying = False
             out += [(p, "dense", None, None, d.reshape(d.shape[0], -1)) for p, d in zip(gen, dense)]
@@ -512,8 +512,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
         for p, kind, uses in groups.values():
             def cat(i, uses=uses):
                 return uses[0][i] if len(uses) == 1 else torch.cat([u[i] for u in uses])
-            if kind == "dense":
-                out[p] = cat(4).double().pow(2).sum(1)
+            if kind == "dense":  # (B, numel): torch's cascade summation, no float64 copy of the rows
+                out[p] = torch.linalg.vector_norm(cat(4), dim=1).double().pow(2)
                 continue
             seg, G = cat(2), cat(4)
             if kind == "rows":

@@ -11,12 +11,22 @@ run on ``G_b`` alone with the output gradient of ``b``'s rows in the batch's bac
 
     g_b = d/dw <g_out[b], model(x_b, edge_index_b; w)>
 
-so the loss function itself is never needed.  Each sub-graph is one small forward and
-backward (its own rows only: the total arithmetic is that of one batch), run one after the
-other: PyG's message passing has data-dependent shapes (``add_remaining_self_loops`` indexes
-with a boolean mask), which ``torch.func.vmap`` over sub-graphs padded to a common size
-refuses.  The cost is therefore Python and launch overhead per sub-graph
-(``benchmarks/bench_grad_paths.py`` measures it against the fast rules).
+so the loss function itself is never needed.  Two ways to run it, chosen per model:
+
+* **vmap by size bucket**: the sub-graphs of one power-of-two size bucket are padded to
+  ``P`` nodes (at least one of them spare) and to the bucket's largest edge count (the extra
+  edges are self-loops of a spare node, which no real node reads), and
+  ``torch.func.vmap(torch.func.grad(...))`` runs the model once per bucket
+  (``randomness="different"``).  Padding rows get a zero output gradient.  The first time,
+  the result is compared with the loop below on four sub-graphs (when the model is
+  deterministic) and its time with the loop's; a mismatch, a slower vmap (on a CPU, with
+  large weights, whose per-sub-graph gradients dominate either way), or any error (PyG's
+  ``GCNConv`` and ``GATConv`` drop self-loops with a boolean mask, which vmap refuses:
+  "dynamic shape") switches the model to the loop for good;
+* **a loop over the sub-graphs**: one small forward and backward each, for any model (the
+  total arithmetic is one batch's; the cost is Python and launch overhead per sub-graph).
+
+``benchmarks/bench_grad_paths.py`` measures both against the fast rules.
 
 Exactness: the same numbers as a Python loop over the sub-graphs, up to float summation
 order, for any model whose training forward draws no random numbers.  With dropout (or any
@@ -26,9 +36,14 @@ with the fast parameters' terms, so the bound ``||clip(g_b)|| <= C`` and the acc
 """
 from __future__ import annotations
 
+import time
+import warnings
+
 import torch
 
-__all__ = ["per_subgraph_gradients"]
+from ... import _buckets
+
+__all__ = ["GeneralPath", "per_subgraph_gradients"]
 
 
 def _layout(seg: torch.Tensor, edge_index: torch.Tensor, B: int):
@@ -49,10 +64,162 @@ def _layout(seg: torch.Tensor, edge_index: torch.Tensor, B: int):
     return order, offs.tolist(), local[edge_index[:, eorder]], eoffs.tolist()
 
 
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _loop(model, x, layout, g_out, params, grads, subgraphs) -> None:
+    """``grads[i][b]`` for ``b`` in ``subgraphs``: one forward and backward per sub-graph."""
+    order, offs, ei_local, eoffs = layout
+    with torch.enable_grad():
+        for b in subgraphs:
+            if offs[b] == offs[b + 1]:
+                continue
+            nodes = order[offs[b]:offs[b + 1]]
+            out = _first(model(x[nodes], ei_local[:, eoffs[b]:eoffs[b + 1]]))
+            if not out.requires_grad:
+                continue
+            if out.shape[0] != nodes.numel():
+                raise ValueError(f"the general path needs node-level outputs: on a sub-graph of {nodes.numel()} "
+                                 f"nodes the model returned {out.shape[0]} rows")
+            gs = torch.autograd.grad(out, params, g_out[nodes].to(out.dtype), allow_unused=True)
+            for acc, gi in zip(grads, gs):
+                if gi is not None:
+                    acc[b] = gi
+
+
+def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
+    """``grads`` of every sub-graph, one ``vmap`` per padded size bucket."""
+    from torch.func import functional_call, grad, vmap
+
+    order, offs, ei_local, eoffs = layout
+    dev = x.device
+    sizes = [offs[b + 1] - offs[b] for b in range(B)]
+    n_edges = [eoffs[b + 1] - eoffs[b] for b in range(B)]
+    buckets: dict[int, list[int]] = {}
+    for b in range(B):
+        if sizes[b]:
+            buckets.setdefault(1 << int(_buckets.size_bins(torch.tensor([sizes[b] + 1]))[0]), []).append(b)
+    fixed = dict(zip(names, (p.detach() for p in params)))
+
+    def f(ps, xb, eib, gb):
+        out = _first(functional_call(model, ps, (xb, eib)))
+        return (out * gb.to(out.dtype)).sum()
+
+    step = vmap(grad(f), in_dims=(None, 0, 0, 0), randomness="different")
+    for P, ids in buckets.items():
+        E = max(1, max(n_edges[b] for b in ids))
+        nb = len(ids)
+        rows = torch.full((nb, P), -1, dtype=torch.long, device=dev)
+        eis = torch.full((nb, 2, E), P - 1, dtype=torch.long, device=dev)  # padding: a spare node's self-loop
+        for i, b in enumerate(ids):
+            rows[i, :sizes[b]] = order[offs[b]:offs[b + 1]]
+            eis[i, :, :n_edges[b]] = ei_local[:, eoffs[b]:eoffs[b + 1]]
+        real = rows >= 0
+        xz = torch.cat([x, torch.zeros((1,) + tuple(x.shape[1:]), dtype=x.dtype, device=dev)])
+        gz = torch.cat([g_out, torch.zeros((1,) + tuple(g_out.shape[1:]), dtype=g_out.dtype, device=dev)])
+        pad = torch.where(real, rows, torch.full_like(rows, x.shape[0]))
+        with torch.enable_grad():
+            got = step(fixed, xz[pad], eis, gz[pad])
+        idx = torch.tensor(ids, device=dev)
+        for acc, n in zip(grads, names):
+            acc[idx] = got[n].detach().to(acc.dtype)
+
+
+class GeneralPath:
+    """The general path of one model: which way (vmap by bucket or loop) works for it,
+    decided on first use and kept.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    mode : {"auto", "vmap", "loop"}
+        ``"auto"``: vmap when it works, agrees with the loop and is faster (module
+        docstring); ``"vmap"`` or ``"loop"``: that way only (to check or time it; errors of
+        vmap are raised).
+    """
+
+    def __init__(self, model: torch.nn.Module, mode: str = "auto"):
+        if mode not in ("auto", "vmap", "loop"):
+            raise ValueError(f"mode: expected 'auto', 'vmap' or 'loop', got {mode!r}")
+        self.mode = mode
+        self.model = model
+        self.names = {id(p): n for n, p in model.named_parameters()}
+        self.vmap_ok: bool | None = None  # None: not tried yet
+        self.why_loop = ""
+        self._buffers: dict[int, torch.Tensor] = {}  # reused across steps: fresh pages cost more than zeroing
+
+    def _zeros(self, p: torch.Tensor, B: int) -> torch.Tensor:
+        buf = self._buffers.get(id(p))
+        if buf is None or buf.shape[0] < B or buf.device != p.device or buf.dtype != p.dtype:
+            buf = self._buffers[id(p)] = torch.empty((max(B, 1),) + tuple(p.shape), dtype=p.dtype, device=p.device)
+        return buf[:B].zero_()
+
+    def gradients(self, x, edge_index, seg, num_subgraphs, g_out, params) -> list[torch.Tensor]:
+        """Per-sub-graph gradients of ``params`` (see :func:`per_subgraph_gradients`); the
+        tensors returned are overwritten by the next call."""
+        B, N = int(num_subgraphs), seg.numel()
+        grads = [self._zeros(p, B) for p in params]
+        if B == 0 or not params:
+            return grads
+        if g_out.shape[0] != N:
+            raise ValueError(f"the general path needs node-level outputs (one row per batch node, {N}); the model "
+                             f"returned {g_out.shape[0]} rows")
+        layout = _layout(seg, edge_index, B)
+        if self.mode == "vmap":
+            _vmapped(self.model, x, layout, g_out, [self.names[id(p)] for p in params], params, grads, B)
+            return grads
+        if self.mode == "auto" and self.vmap_ok is not False:
+            names = [self.names[id(p)] for p in params]
+            t0 = time.perf_counter()
+            try:
+                _vmapped(self.model, x, layout, g_out, names, params, grads, B)
+            except Exception as e:  # noqa: BLE001 - any failure of vmap: the loop is always right
+                self._give_up(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            else:
+                if self.vmap_ok is None:
+                    self._verify(x, layout, g_out, params, grads, B, time.perf_counter() - t0)
+                if self.vmap_ok is not False:
+                    return grads
+            for acc in grads:
+                acc.zero_()
+        _loop(self.model, x, layout, g_out, params, grads, range(B))
+        return grads
+
+    def _give_up(self, why: str) -> None:
+        self.vmap_ok, self.why_loop = False, why
+
+    def _verify(self, x, layout, g_out, params, grads, B, t_vmap: float) -> None:
+        """Compare vmap with the loop on a few sub-graphs (the loop run twice tells whether the
+        model is deterministic, else there is nothing to compare), then keep the faster of the
+        two (the loop's time per sub-graph from its second run)."""
+        subs = [b for b in range(B) if layout[1][b + 1] > layout[1][b]][:4]
+        ref = [torch.zeros_like(g) for g in grads]
+        again = [torch.zeros_like(g) for g in grads]
+        _loop(self.model, x, layout, g_out, params, ref, subs)
+        t0 = time.perf_counter()
+        _loop(self.model, x, layout, g_out, params, again, subs)
+        t_loop = (time.perf_counter() - t0) / max(1, len(subs)) * B
+        if all(torch.equal(r[subs], a[subs]) for r, a in zip(ref, again)):  # deterministic: compare
+            for r, g in zip(ref, grads):
+                d, s = (g[subs] - r[subs]).double().norm(), r[subs].double().norm()
+                if float(d) > 1e-4 * float(s) + 1e-12:
+                    self._give_up(f"vmap differs from the loop by {float(d / s.clamp_min(1e-300)):.1e} (relative)")
+                    warnings.warn(f"general path: vmap over padded sub-graphs gives other gradients than the loop "
+                                  f"for {type(self.model).__name__} ({self.why_loop}); using the loop", stacklevel=4)
+                    return
+        if t_loop < t_vmap:
+            self._give_up(f"the loop is faster for this model here (about {t_loop:.3g} s against {t_vmap:.3g} s "
+                          f"for {B} sub-graphs)")
+            return
+        self.vmap_ok = True
+
+
 def per_subgraph_gradients(model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor, seg: torch.Tensor,
                            num_subgraphs: int, g_out: torch.Tensor,
                            params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
-    """Per-sub-graph gradients of ``params`` by re-running ``model`` on each sub-graph.
+    """Per-sub-graph gradients of ``params`` by re-running ``model`` on each sub-graph (vmap
+    by size bucket when the model allows it, else a loop; module docstring).
 
     Parameters
     ----------
@@ -70,7 +237,7 @@ def per_subgraph_gradients(model: torch.nn.Module, x: torch.Tensor, edge_index: 
     g_out : torch.Tensor
         ``(N, ...)`` gradient of the loss at the model's output in the batch's backward.
     params : list of torch.nn.Parameter
-        The parameters to differentiate.
+        The parameters to differentiate (parameters of ``model``).
 
     Returns
     -------
@@ -82,29 +249,4 @@ def per_subgraph_gradients(model: torch.nn.Module, x: torch.Tensor, edge_index: 
     ValueError
         When an edge joins two sub-graphs, or the model's output is not node-level.
     """
-    B, N = int(num_subgraphs), seg.numel()
-    grads = [torch.zeros((B,) + tuple(p.shape), dtype=p.dtype, device=p.device) for p in params]
-    if B == 0 or not params:
-        return grads
-    if g_out.shape[0] != N:
-        raise ValueError(f"the general path needs node-level outputs (one row per batch node, {N}); the model "
-                         f"returned {g_out.shape[0]} rows")
-    order, offs, ei_local, eoffs = _layout(seg, edge_index, B)
-    with torch.enable_grad():
-        for b in range(B):
-            if offs[b] == offs[b + 1]:
-                continue
-            nodes = order[offs[b]:offs[b + 1]]
-            out = model(x[nodes], ei_local[:, eoffs[b]:eoffs[b + 1]])
-            if isinstance(out, (tuple, list)):
-                out = out[0]
-            if not out.requires_grad:
-                continue
-            if out.shape[0] != nodes.numel():
-                raise ValueError(f"the general path needs node-level outputs: on a sub-graph of {nodes.numel()} "
-                                 f"nodes the model returned {out.shape[0]} rows")
-            gs = torch.autograd.grad(out, params, g_out[nodes].to(out.dtype), allow_unused=True)
-            for acc, gi in zip(grads, gs):
-                if gi is not None:
-                    acc[b] = gi
-    return grads
+    return GeneralPath(model).gradients(x, edge_index, seg, num_subgraphs, g_out, params)
