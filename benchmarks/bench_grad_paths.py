@@ -92,7 +92,7 @@ def main(argv=None) -> int:
                 # every implementation sees the same batch sequence
                 counters = {k: iter(range(10**9)) for k in ("nonprivate", "fast", "general")}
 
-                def run(kind, counters=counters, net=net, fast=fast, gen=gen):
+                def run(kind, counters=counters, net=net, fast=fast, gen=gen, batches=batches):
                     b = batches[next(counters[kind]) % len(batches)]
                     if kind == "nonprivate":
                         _nonprivate(net, b)
@@ -100,6 +100,8 @@ def main(argv=None) -> int:
                         _step(fast if kind == "fast" else gen, b)
                 res = time_interleaved({k: (lambda k=k: run(k)) for k in ("nonprivate", "fast", "general")},
                                        repeat=a.repeat, warmup=1)
+                gp = gen._general_path
+                way = "vmap by size bucket" if gp.vmap_ok else f"loop ({gp.why_loop})"
                 mean_b = sum(b.num_subgraphs for b in batches) / len(batches)
                 mean_n = sum(b.num_nodes for b in batches) / len(batches)
                 for k, r in res.items():
@@ -107,10 +109,10 @@ def main(argv=None) -> int:
                                  "nodes": round(mean_n, 1), **r,
                                  "x_fast": r["median_s"] / res["fast"]["median_s"],
                                  "x_nonprivate": r["median_s"] / res["nonprivate"]["median_s"],
-                                 "fast_vs_general_rel_diff": agree})
+                                 "fast_vs_general_rel_diff": agree, "general_way": way})
                 print(f"{d} batch {bs} {m}: nonprivate {res['nonprivate']['median_s'] * 1e3:.1f} ms, fast "
                       f"{res['fast']['median_s'] * 1e3:.1f} ms, general {res['general']['median_s'] * 1e3:.1f} ms "
-                      f"({res['general']['median_s'] / res['fast']['median_s']:.1f}x fast)", flush=True)
+                      f"({res['general']['median_s'] / res['fast']['median_s']:.1f}x fast; general: {way})", flush=True)
     write_report("bench_grad_paths", rows, a.out)
     return 0
 

@@ -167,10 +167,10 @@ class Gate(torch.nn.Module):
 
 @pytest.mark.parametrize("mode", ["vmap", "loop", "auto"])
 def test_general_custom_module(batch, mode):
-    from torch_geometric.nn import SAGEConv
+    from torch_geometric.nn import GCNConv
 
     torch.manual_seed(6)
-    net = Stack([SAGEConv(D_IN, HID)], after=[Gate(HID)])
+    net = Stack([GCNConv(D_IN, HID)], after=[Gate(HID)])
     gsm = compare(net, batch, general=["after.0.scale"], mode=mode)
     if mode == "auto":  # vmap runs the custom module, agrees with the loop: kept unless slower
         assert gsm._general_path.vmap_ok or "faster" in gsm._general_path.why_loop
@@ -195,8 +195,8 @@ def test_general_pyg_layers_without_rule(batch, mode):
 def test_general_path_vmap_checked_against_the_loop(batch):
     """A model whose output depends on its input's row count gives other numbers on padded
     sub-graphs: auto mode finds it on the first step (vmap against the loop) and keeps the
-    loop; GCNConv's self-loop mask makes vmap fail: the loop."""
-    from torch_geometric.nn import GCNConv
+    loop; ChebConv's get_laplacian makes vmap fail: the loop."""
+    from torch_geometric.nn import ChebConv
 
     from ldpfast.privacy.dpsgd.general import GeneralPath
 
@@ -218,11 +218,37 @@ def test_general_path_vmap_checked_against_the_loop(batch):
     with pytest.warns(UserWarning, match="other gradients than the loop"):
         got = gp.gradients(x, ei, seg, B, g, params)
     assert gp.vmap_ok is False and all(torch.allclose(a, b) for a, b in zip(got, loop))
-    gcn = GeneralPath(Stack([GCNConv(D_IN, HID)]))
-    gcn.gradients(x, ei, seg, B, torch.randn(x.shape[0], N_CLS), list(gcn.model.parameters()))
-    assert gcn.vmap_ok is False and "dynamic shape" in gcn.why_loop
+    cheb = GeneralPath(Stack([ChebConv(D_IN, HID, K=2)]))  # get_laplacian: in-place scatter, no vmap
+    cheb.gradients(x, ei, seg, B, torch.randn(x.shape[0], N_CLS), list(cheb.model.parameters()))
+    assert cheb.vmap_ok is False and "RuntimeError" in cheb.why_loop
     with pytest.raises(ValueError, match="mode"):
-        GeneralPath(gcn.model, "fast")
+        GeneralPath(cheb.model, "fast")
+
+
+@pytest.mark.parametrize("conv", ["gcn", "gcn_improved", "gat", "gatv2", "tag"])
+def test_general_vmap_with_pyg_self_loops(batch, conv):
+    """PyG's self-loop handling (a boolean mask) runs under vmap through the stand-ins that
+    move an old loop to a spare padding node: the same gradients as the loop, also when the
+    batch has self-loops of its own."""
+    from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, TAGConv
+
+    from ldpfast.privacy.dpsgd.general import GeneralPath
+
+    torch.manual_seed(12)
+    make = {"gcn": lambda: GCNConv(D_IN, HID), "gcn_improved": lambda: GCNConv(D_IN, HID, improved=True),
+            "gat": lambda: GATConv(D_IN, HID), "gatv2": lambda: GATv2Conv(D_IN, HID), "tag": lambda: TAGConv(D_IN, HID)}
+    net = Stack([make[conv]()])
+    x, seg, B = batch.x, batch.batch, batch.num_subgraphs
+    with_loops = torch.cat([batch.edge_index, batch.ptr[:-1].repeat(2, 1)], 1)  # a loop at every centre
+    for ei in (batch.edge_index, with_loops):
+        g = torch.randn(x.shape[0], N_CLS)
+        params = list(net.parameters())
+        loop = [t.clone() for t in GeneralPath(net, "loop").gradients(x, ei, seg, B, g, params)]
+        vm = GeneralPath(net, "vmap").gradients(x, ei, seg, B, g, params)
+        for a, b in zip(vm, loop):
+            assert float((a - b).norm() / b.norm()) < 1e-5
+    from torch_geometric.utils import remove_self_loops  # the stand-ins are gone afterwards
+    assert remove_self_loops.__module__.startswith("torch_geometric")
 
 
 def test_general_path_forced_equals_fast(batch):

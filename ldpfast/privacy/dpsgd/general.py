@@ -20,9 +20,11 @@ so the loss function itself is never needed.  Two ways to run it, chosen per mod
   (``randomness="different"``).  Padding rows get a zero output gradient.  The first time,
   the result is compared with the loop below on four sub-graphs (when the model is
   deterministic) and its time with the loop's; a mismatch, a slower vmap (on a CPU, with
-  large weights, whose per-sub-graph gradients dominate either way), or any error (PyG's
-  ``GCNConv`` and ``GATConv`` drop self-loops with a boolean mask, which vmap refuses:
-  "dynamic shape") switches the model to the loop for good;
+  large weights, whose per-sub-graph gradients dominate either way), or any error switches
+  the model to the loop for good.  PyG drops self-loops with a boolean mask (``GCNConv``,
+  ``GATConv``, ``GATv2Conv``, ``ChebConv``), a "dynamic shape" vmap refuses: during the
+  vmapped run its ``remove_self_loops``, ``add_remaining_self_loops`` and ``gcn_norm`` are
+  replaced by stand-ins that move an old self-loop to the spare node instead (or weigh it 0);
 * **a loop over the sub-graphs**: one small forward and backward each, for any model (the
   total arithmetic is one batch's; the cost is Python and launch overhead per sub-graph).
 
@@ -88,6 +90,82 @@ def _loop(model, x, layout, g_out, params, grads, subgraphs) -> None:
                     acc[b] = gi
 
 
+# ----------------------------------------------------------------------------- vmap-safe PyG pieces
+# PyG drops existing self-loops with a boolean mask (remove_self_loops, add_remaining_self_loops,
+# inside gcn_norm, GATConv, GATv2Conv, ChebConv's get_laplacian): a data-dependent shape, which
+# vmap refuses.  On padded sub-graphs there is a spare node no real node reads, so a self-loop
+# can be *moved* to it instead (or, with an edge weight, given weight 0): the real nodes see
+# exactly the graph without their old loops.  These stand-ins replace PyG's functions only while
+# a vmapped re-run is under way; the first step's comparison with the loop checks the result.
+def _vmap_safe(spare: int) -> dict:
+    from torch_geometric.utils import scatter
+
+    def remove_self_loops(edge_index, edge_attr=None):
+        loop = edge_index[0] == edge_index[1]
+        return torch.where(loop, torch.full_like(edge_index, spare), edge_index), edge_attr
+
+    def add_remaining_self_loops(edge_index, edge_attr=None, fill_value=None, num_nodes=None):
+        if edge_attr is not None and (edge_attr.dim() != 1 or not isinstance(fill_value, (int, float))):
+            raise NotImplementedError("vmap-safe add_remaining_self_loops: 1-d weights and a number fill only")
+        N = int(num_nodes if num_nodes is not None else spare + 1)
+        loop = edge_index[0] == edge_index[1]
+        loops = torch.arange(N, device=edge_index.device).view(1, -1).expand(2, N)
+        if edge_attr is not None:  # an old loop's weight is its node's loop weight; the old edge weighs 0
+            fill = 1.0 if fill_value is None else float(fill_value)
+            base = torch.full((N + 1,), fill, dtype=edge_attr.dtype, device=edge_attr.device)
+            at = torch.where(loop, edge_index[0], torch.full_like(edge_index[0], N))
+            loop_w = torch.scatter(base, 0, at, edge_attr)[:N]
+            edge_attr = torch.cat([torch.where(loop, torch.zeros_like(edge_attr), edge_attr), loop_w])
+        edge_index = torch.where(loop, torch.full_like(edge_index, spare), edge_index)
+        return torch.cat([edge_index, loops], 1), edge_attr
+
+    def gcn_norm(edge_index, edge_weight=None, num_nodes=None, improved=False, add_self_loops=True,
+                 flow="source_to_target", dtype=None):
+        if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
+            raise NotImplementedError("vmap-safe gcn_norm: edge_index tensors only")
+        N = int(num_nodes if num_nodes is not None else spare + 1)
+        if add_self_loops:  # as PyG: without weights, the loops weigh 1 whatever improved says
+            edge_index, edge_weight = add_remaining_self_loops(edge_index, edge_weight, 2.0 if improved else 1.0, N)
+        if edge_weight is None:
+            edge_weight = (edge_index[0] >= 0).to(dtype or torch.get_default_dtype())  # ones, batched like edges
+        row, col = edge_index[0], edge_index[1]
+        deg = scatter(edge_weight, col if flow == "source_to_target" else row, dim=0, dim_size=N, reduce="sum")
+        dis = deg.pow(-0.5)
+        dis = torch.where(torch.isinf(dis), torch.zeros_like(dis), dis)
+        return edge_index, dis[row] * edge_weight * dis[col]
+
+    return {"remove_self_loops": remove_self_loops, "add_remaining_self_loops": add_remaining_self_loops,
+            "gcn_norm": gcn_norm}
+
+
+class _Patched:
+    """Swap PyG's self-loop functions for :func:`_vmap_safe`'s in every loaded PyG module."""
+
+    def __init__(self, spare: int):
+        self.new = _vmap_safe(spare)
+        self.saved: list[tuple] = []
+
+    def __enter__(self):
+        import sys
+
+        from torch_geometric.nn.conv.gcn_conv import gcn_norm
+        from torch_geometric.utils import add_remaining_self_loops, remove_self_loops
+
+        originals = {"remove_self_loops": remove_self_loops, "add_remaining_self_loops": add_remaining_self_loops,
+                     "gcn_norm": gcn_norm}
+        for mod in [m for name, m in list(sys.modules.items()) if name.startswith("torch_geometric") and m]:
+            for name, fn in originals.items():
+                if getattr(mod, name, None) is fn:
+                    self.saved.append((mod, name, fn))
+                    setattr(mod, name, self.new[name])
+        return self
+
+    def __exit__(self, *exc):
+        for mod, name, fn in self.saved:
+            setattr(mod, name, fn)
+        return False
+
+
 def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
     """``grads`` of every sub-graph, one ``vmap`` per padded size bucket."""
     from torch.func import functional_call, grad, vmap
@@ -119,7 +197,7 @@ def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
         xz = torch.cat([x, torch.zeros((1,) + tuple(x.shape[1:]), dtype=x.dtype, device=dev)])
         gz = torch.cat([g_out, torch.zeros((1,) + tuple(g_out.shape[1:]), dtype=g_out.dtype, device=dev)])
         pad = torch.where(real, rows, torch.full_like(rows, x.shape[0]))
-        with torch.enable_grad():
+        with torch.enable_grad(), _Patched(P - 1):
             got = step(fixed, xz[pad], eis, gz[pad])
         idx = torch.tensor(ids, device=dev)
         for acc, n in zip(grads, names):
