@@ -596,12 +596,12 @@ def planted_graph(n=800, seed=0, d=16, classes=2, p_in=0.02, p_out=0.002):
     return Data(x=x, y=y, edge_index=ei, num_nodes=n)
 
 
-@pytest.mark.parametrize("setting", ["transductive", "inductive"])
-def test_fit_smoke(setting, one_torch_thread):
+@pytest.mark.parametrize("setting,model", [("transductive", "gcn"), ("inductive", "gcn"), ("transductive", "gat")])
+def test_fit_smoke(setting, model, one_torch_thread):
     from ldpfast.methods.heterpoisson import fit
 
     data = planted_graph()
-    rep = fit(data, 8.0, model="gcn", setting=setting, M=2.0, expected_batch_size=200, epochs=4, seed=0,
+    rep = fit(data, 8.0, model=model, setting=setting, M=2.0, expected_batch_size=200, epochs=4, seed=0,
               hidden=16)
     assert rep.eps <= 8.0 and rep.eps == pytest.approx(rep.eps_rdp)
     assert rep.delta == pytest.approx(1 / 800**1.1)
@@ -632,7 +632,7 @@ def test_fit_validation():
     with pytest.raises(ValueError, match="eps"):
         fit(data, 0.0)
     with pytest.raises(ValueError, match="model"):
-        fit(data, 1.0, model="gat")
+        fit(data, 1.0, model="transformer")
     with pytest.raises(ValueError, match="setting"):
         fit(data, 1.0, setting="semi")
     with pytest.raises(ValueError, match="M"):
