@@ -279,13 +279,16 @@ class GeneralPath:
         _loop(self.model, x, layout, g_out, params, again, subs)
         t_loop = (time.perf_counter() - t0) / max(1, len(subs)) * B
         if all(torch.equal(r[subs], a[subs]) for r, a in zip(ref, again)):  # deterministic: compare
-            for r, g in zip(ref, grads):
-                d, s = (g[subs] - r[subs]).double().norm(), r[subs].double().norm()
-                if float(d) > 1e-4 * float(s) + 1e-12:
-                    self._give_up(f"vmap differs from the loop by {float(d / s.clamp_min(1e-300)):.1e} (relative)")
-                    warnings.warn(f"general path: vmap over padded sub-graphs gives other gradients than the loop "
-                                  f"for {type(self.model).__name__} ({self.why_loop}); using the loop", stacklevel=4)
-                    return
+            # each sub-graph's whole gradient (what is clipped): a parameter whose gradient is
+            # ~0 (one-node sub-graphs' attention) may differ in its rounding only
+            d = sum((g[subs] - r[subs]).double().flatten(1).pow(2).sum(1) for r, g in zip(ref, grads)).sqrt()
+            s = sum(r[subs].double().flatten(1).pow(2).sum(1) for r in ref).sqrt()
+            if bool((d > 1e-4 * s + 1e-12).any()):
+                self._give_up(f"vmap differs from the loop by {float((d / s.clamp_min(1e-300)).max()):.1e} "
+                              "(relative)")
+                warnings.warn(f"general path: vmap over padded sub-graphs gives other gradients than the loop "
+                              f"for {type(self.model).__name__} ({self.why_loop}); using the loop", stacklevel=4)
+                return
         if t_loop < t_vmap:
             self._give_up(f"the loop is faster for this model here (about {t_loop:.3g} s against {t_vmap:.3g} s "
                           f"for {B} sub-graphs)")
