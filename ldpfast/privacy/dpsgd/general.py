@@ -19,9 +19,9 @@ so the loss function itself is never needed.  Two ways to run it, chosen per mod
   ``torch.func.vmap(torch.func.grad(...))`` runs the model once per bucket
   (``randomness="different"``).  Padding rows get a zero output gradient.  The first time,
   the result is compared with the loop below on four sub-graphs (when the model is
-  deterministic) and its time with the loop's; a mismatch, a slower vmap (on a CPU, with
-  large weights, whose per-sub-graph gradients dominate either way), or any error switches
-  the model to the loop for good.  PyG drops self-loops with a boolean mask (``GCNConv``,
+  deterministic), and the next two batches time both ways; a mismatch, a slower vmap (on a
+  CPU, with large weights, whose per-sub-graph gradients dominate either way), or any error
+  switches the model to the loop for good.  PyG drops self-loops with a boolean mask (``GCNConv``,
   ``GATConv``, ``GATv2Conv``, ``ChebConv``), a "dynamic shape" vmap refuses: during the
   vmapped run its ``remove_self_loops``, ``add_remaining_self_loops`` and ``gcn_norm`` are
   replaced by stand-ins that move an old self-loop to the spare node instead (or weigh it 0);
@@ -206,15 +206,26 @@ def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
 
 class GeneralPath:
     """The general path of one model: which way (vmap by bucket or loop) works for it,
-    decided on first use and kept.
+    decided on its first calls and kept.
+
+    In ``"auto"`` mode the first call runs vmap and checks it against the loop (an error or
+    a mismatch: the loop for good); the next two calls time vmap and the loop on whole
+    batches (the first vmap call also traces, so it is not timed), and the faster one is
+    kept (:attr:`state`).
 
     Parameters
     ----------
     model : torch.nn.Module
     mode : {"auto", "vmap", "loop"}
-        ``"auto"``: vmap when it works, agrees with the loop and is faster (module
-        docstring); ``"vmap"`` or ``"loop"``: that way only (to check or time it; errors of
-        vmap are raised).
+        ``"auto"``: as above; ``"vmap"`` or ``"loop"``: that way only (to check or time it;
+        errors of vmap are raised).
+
+    Attributes
+    ----------
+    state : str
+        ``"untried"``, ``"timing"``, ``"vmap"`` or ``"loop"`` (``"auto"`` mode).
+    why_loop : str
+        Why the loop was kept.
     """
 
     def __init__(self, model: torch.nn.Module, mode: str = "auto"):
@@ -223,9 +234,15 @@ class GeneralPath:
         self.mode = mode
         self.model = model
         self.names = {id(p): n for n, p in model.named_parameters()}
-        self.vmap_ok: bool | None = None  # None: not tried yet
+        self.state = "untried"
         self.why_loop = ""
+        self._seconds: dict[str, float] = {}  # per sub-graph, while timing
         self._buffers: dict[int, torch.Tensor] = {}  # reused across steps: fresh pages cost more than zeroing
+
+    @property
+    def vmap_ok(self) -> bool | None:
+        """True when vmap was kept, False when the loop was, None while undecided."""
+        return {"vmap": True, "loop": False}.get(self.state)
 
     def _zeros(self, p: torch.Tensor, B: int) -> torch.Tensor:
         buf = self._buffers.get(id(p))
@@ -244,56 +261,69 @@ class GeneralPath:
             raise ValueError(f"the general path needs node-level outputs (one row per batch node, {N}); the model "
                              f"returned {g_out.shape[0]} rows")
         layout = _layout(seg, edge_index, B)
+        names = [self.names[id(p)] for p in params]
         if self.mode == "vmap":
-            _vmapped(self.model, x, layout, g_out, [self.names[id(p)] for p in params], params, grads, B)
+            _vmapped(self.model, x, layout, g_out, names, params, grads, B)
             return grads
-        if self.mode == "auto" and self.vmap_ok is not False:
-            names = [self.names[id(p)] for p in params]
-            t0 = time.perf_counter()
+        if self.mode == "loop":
+            _loop(self.model, x, layout, g_out, params, grads, range(B))
+            return grads
+        way = self.state
+        timing = way == "timing"
+        if timing:  # vmap first, then the loop
+            way = "vmap" if "vmap" not in self._seconds else "loop"
+        t0 = time.perf_counter()
+        if way in ("untried", "vmap"):
             try:
                 _vmapped(self.model, x, layout, g_out, names, params, grads, B)
             except Exception as e:  # noqa: BLE001 - any failure of vmap: the loop is always right
-                self._give_up(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                self._keep_loop(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                for acc in grads:
+                    acc.zero_()
+                way = "loop"
             else:
-                if self.vmap_ok is None:
-                    self._verify(x, layout, g_out, params, grads, B, time.perf_counter() - t0)
-                if self.vmap_ok is not False:
-                    return grads
-            for acc in grads:
-                acc.zero_()
-        _loop(self.model, x, layout, g_out, params, grads, range(B))
+                if self.state == "untried":
+                    self._verify(x, layout, g_out, params, grads, B)
+                    if self.state == "loop":
+                        for acc in grads:
+                            acc.zero_()
+                        way = "loop"
+        if way == "loop":
+            t0 = time.perf_counter()
+            _loop(self.model, x, layout, g_out, params, grads, range(B))
+        if timing and self.state == "timing":
+            self._seconds[way] = (time.perf_counter() - t0) / B
+            if len(self._seconds) == 2:
+                t_v, t_l = self._seconds["vmap"], self._seconds["loop"]
+                if t_v <= t_l:
+                    self.state = "vmap"
+                else:
+                    self._keep_loop(f"the loop is faster for this model here ({t_l * 1e3:.3g} ms against "
+                                    f"{t_v * 1e3:.3g} ms per sub-graph)")
         return grads
 
-    def _give_up(self, why: str) -> None:
-        self.vmap_ok, self.why_loop = False, why
+    def _keep_loop(self, why: str) -> None:
+        self.state, self.why_loop = "loop", why
 
-    def _verify(self, x, layout, g_out, params, grads, B, t_vmap: float) -> None:
-        """Compare vmap with the loop on a few sub-graphs (the loop run twice tells whether the
-        model is deterministic, else there is nothing to compare), then keep the faster of the
-        two (the loop's time per sub-graph from its second run)."""
+    def _verify(self, x, layout, g_out, params, grads, B) -> None:
+        """Compare vmap with the loop on four sub-graphs; the loop run twice tells whether the
+        model is deterministic (else there is nothing to compare).  Then: timing."""
         subs = [b for b in range(B) if layout[1][b + 1] > layout[1][b]][:4]
         ref = [torch.zeros_like(g) for g in grads]
         again = [torch.zeros_like(g) for g in grads]
         _loop(self.model, x, layout, g_out, params, ref, subs)
-        t0 = time.perf_counter()
         _loop(self.model, x, layout, g_out, params, again, subs)
-        t_loop = (time.perf_counter() - t0) / max(1, len(subs)) * B
+        self.state = "timing"
         if all(torch.equal(r[subs], a[subs]) for r, a in zip(ref, again)):  # deterministic: compare
             # each sub-graph's whole gradient (what is clipped): a parameter whose gradient is
             # ~0 (one-node sub-graphs' attention) may differ in its rounding only
             d = sum((g[subs] - r[subs]).double().flatten(1).pow(2).sum(1) for r, g in zip(ref, grads)).sqrt()
             s = sum(r[subs].double().flatten(1).pow(2).sum(1) for r in ref).sqrt()
             if bool((d > 1e-4 * s + 1e-12).any()):
-                self._give_up(f"vmap differs from the loop by {float((d / s.clamp_min(1e-300)).max()):.1e} "
-                              "(relative)")
+                self._keep_loop(f"vmap differs from the loop by {float((d / s.clamp_min(1e-300)).max()):.1e} "
+                                "(relative)")
                 warnings.warn(f"general path: vmap over padded sub-graphs gives other gradients than the loop "
                               f"for {type(self.model).__name__} ({self.why_loop}); using the loop", stacklevel=4)
-                return
-        if t_loop < t_vmap:
-            self._give_up(f"the loop is faster for this model here (about {t_loop:.3g} s against {t_vmap:.3g} s "
-                          f"for {B} sub-graphs)")
-            return
-        self.vmap_ok = True
 
 
 def per_subgraph_gradients(model: torch.nn.Module, x: torch.Tensor, edge_index: torch.Tensor, seg: torch.Tensor,
