@@ -23,16 +23,16 @@ gradient of the PyG layers used here is a sum over nodes of such local terms
 
 This is exact (the same numbers as a loop over sub-graphs, up to float summation order:
 checked to 1e-5 relative in the tests) and works on the sparse block-diagonal batch with the
-unmodified PyG layers ``GCNConv``, ``SAGEConv`` (mean / sum / max aggregation) and
-``GINConv`` (any MLP of ``Linear`` layers, ``train_eps`` allowed), plus ``torch.nn.Linear``
-heads.  ``torch.func.vmap`` (what the paper's code uses) needs one fixed padded size per
-batch and a message passing that vmap can trace: PyG's ``GCNConv`` cannot be vmapped over
-per-sub-graph ``edge_index`` (``add_remaining_self_loops`` indexes with a boolean mask:
-"vmap: We do not support batching operators that can support dynamic shape"), so the authors
-rewrote their GNNs as dense "mean over the rows" modules; padding also costs
-``O(B L_max d)`` memory and ``O(B |params|)`` for the per-sample gradients.  Layers whose
-parameters are not covered (LSTM aggregation, attention, ...) raise a clear error at wrap
-time.
+unmodified PyG layers.  The same per-row scheme covers the other layers with a *fast rule*
+(:mod:`.grad_rules`: GAT/GATv2 attention vectors, ChebConv/TAGConv, GIN's ``eps``,
+``Embedding``, per-node norms' affine weights); every other trainable parameter takes the
+*general path* (:mod:`.general`: the model re-run on each sub-graph, by ``torch.func.vmap``
+over sub-graphs padded to a size bucket or by a loop), chosen per parameter when the model
+is wrapped (:func:`ldpfast.privacy.validate` shows the plan).  On the first step the fast
+terms of every parameter are checked to add up to its batch gradient; a parameter whose terms
+do not (used outside its module, a layer on edge rows) moves to the general path, with a
+warning.  ``vmap`` alone would cost ``O(B L_max d)`` memory and ``O(B |params|)`` for the
+per-sample gradients, and PyG's self-loop handling needs stand-ins under it (:mod:`.general`).
 
 All of this assumes that every sub-graph's output depends on that sub-graph alone; a layer
 computing over the whole batch (BatchNorm in training mode, PyG's ``PairNorm``,
@@ -206,15 +206,19 @@ class SubgraphGradSampleModule(torch.nn.Module):
     ----------
     model : torch.nn.Module
         Called as ``model(x, edge_index)`` and returning node-level outputs ``(N, C)``.
-        Its trainable parameters must all live in ``Linear`` layers (``torch.nn.Linear`` or
-        PyG's), in ``GCNConv.bias`` or in ``GINConv.eps``, and every sub-graph's output must
-        depend on that sub-graph alone: layers of
-        :data:`~ldpfast.privacy.dpsgd.mixing.MIXING_LAYERS` are refused.
+        Any differentiable model whose every sub-graph's output depends on that sub-graph
+        alone: layers of :data:`~ldpfast.privacy.dpsgd.mixing.MIXING_LAYERS`,
+        ``GCNConv(cached=True)`` and lazy parameters are refused.  Each trainable parameter
+        gets its per-sub-graph gradients from a fast rule or from the general path
+        (:mod:`.grad_rules`, :mod:`.general`; :attr:`general_parameters` names the latter).
     check_independence : bool
         Run :func:`~ldpfast.privacy.dpsgd.mixing.check_subgraph_independence` on the first
         training forward with at least two sub-graphs (three extra forwards without
         autograd, once; parameters, gradients, buffers, the RNG state and the batch are left
         as they were).  Default on; turn it off only for a model already checked.
+    grad_path : {"auto", "general"}
+        ``"auto"``: the fast rule where there is one; ``"general"``: every parameter on the
+        general path (to check it or time it against the fast rules).
 
     Raises
     ------
@@ -222,6 +226,11 @@ class SubgraphGradSampleModule(torch.nn.Module):
         (a ``TypeError``) at construction for a layer of ``MIXING_LAYERS``, or on the first
         training forward when removing or perturbing one sub-graph changes another's
         outputs, naming the first module concerned.
+    ValueError
+        For ``GCNConv(cached=True)`` (``ldpfast.privacy.fix`` turns the cache off) or a bad
+        ``grad_path``.
+    TypeError
+        For lazy (uninitialised) parameters.
 
     Use
     ---

@@ -84,6 +84,8 @@ class ModuleStatus:
         The parent whose rule covers this module's parameters (the ``Linear`` layers of
         ``ChebConv`` and ``TAGConv``, which call their ``forward`` directly, so that no hook of
         their own would run).
+    module : torch.nn.Module or None
+        The module itself.
     """
 
     name: str
