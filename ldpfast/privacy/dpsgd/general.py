@@ -43,8 +43,6 @@ import warnings
 
 import torch
 
-from ... import _buckets
-
 __all__ = ["GeneralPath", "per_subgraph_gradients"]
 
 
@@ -97,17 +95,18 @@ def _loop(model, x, layout, g_out, params, grads, subgraphs) -> None:
 # can be *moved* to it instead (or, with an edge weight, given weight 0): the real nodes see
 # exactly the graph without their old loops.  These stand-ins replace PyG's functions only while
 # a vmapped re-run is under way; the first step's comparison with the loop checks the result.
-def _vmap_safe(spare: int) -> dict:
+def _vmap_safe(spare: list[int]) -> dict:
+    """The stand-ins; ``spare[0]`` is the spare node of the bucket being run."""
     from torch_geometric.utils import scatter
 
     def remove_self_loops(edge_index, edge_attr=None):
         loop = edge_index[0] == edge_index[1]
-        return torch.where(loop, torch.full_like(edge_index, spare), edge_index), edge_attr
+        return torch.where(loop, torch.full_like(edge_index, spare[0]), edge_index), edge_attr
 
     def add_remaining_self_loops(edge_index, edge_attr=None, fill_value=None, num_nodes=None):
         if edge_attr is not None and (edge_attr.dim() != 1 or not isinstance(fill_value, (int, float))):
             raise NotImplementedError("vmap-safe add_remaining_self_loops: 1-d weights and a number fill only")
-        N = int(num_nodes if num_nodes is not None else spare + 1)
+        N = int(num_nodes if num_nodes is not None else spare[0] + 1)
         loop = edge_index[0] == edge_index[1]
         loops = torch.arange(N, device=edge_index.device).view(1, -1).expand(2, N)
         if edge_attr is not None:  # an old loop's weight is its node's loop weight; the old edge weighs 0
@@ -116,14 +115,14 @@ def _vmap_safe(spare: int) -> dict:
             at = torch.where(loop, edge_index[0], torch.full_like(edge_index[0], N))
             loop_w = torch.scatter(base, 0, at, edge_attr)[:N]
             edge_attr = torch.cat([torch.where(loop, torch.zeros_like(edge_attr), edge_attr), loop_w])
-        edge_index = torch.where(loop, torch.full_like(edge_index, spare), edge_index)
+        edge_index = torch.where(loop, torch.full_like(edge_index, spare[0]), edge_index)
         return torch.cat([edge_index, loops], 1), edge_attr
 
     def gcn_norm(edge_index, edge_weight=None, num_nodes=None, improved=False, add_self_loops=True,
                  flow="source_to_target", dtype=None):
         if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
             raise NotImplementedError("vmap-safe gcn_norm: edge_index tensors only")
-        N = int(num_nodes if num_nodes is not None else spare + 1)
+        N = int(num_nodes if num_nodes is not None else spare[0] + 1)
         if add_self_loops:  # as PyG: without weights, the loops weigh 1 whatever improved says
             edge_index, edge_weight = add_remaining_self_loops(edge_index, edge_weight, 2.0 if improved else 1.0, N)
         if edge_weight is None:
@@ -138,26 +137,40 @@ def _vmap_safe(spare: int) -> dict:
             "gcn_norm": gcn_norm}
 
 
-class _Patched:
-    """Swap PyG's self-loop functions for :func:`_vmap_safe`'s in every loaded PyG module."""
+_TARGETS: tuple[int, list[tuple]] = (-1, [])  # (len(sys.modules) when found, [(module, name, original)])
 
-    def __init__(self, spare: int):
-        self.new = _vmap_safe(spare)
+
+def _targets() -> list[tuple]:
+    """Where PyG's modules hold the three functions (found again when modules were imported)."""
+    import sys
+
+    global _TARGETS
+    if _TARGETS[0] == len(sys.modules):
+        return _TARGETS[1]
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+    from torch_geometric.utils import add_remaining_self_loops, remove_self_loops
+
+    originals = {"remove_self_loops": remove_self_loops, "add_remaining_self_loops": add_remaining_self_loops,
+                 "gcn_norm": gcn_norm}
+    found = [(mod, name, fn) for key, mod in list(sys.modules.items()) if key.startswith("torch_geometric") and mod
+             for name, fn in originals.items() if getattr(mod, name, None) is fn]
+    _TARGETS = (len(sys.modules), found)
+    return found
+
+
+class _Patched:
+    """Swap PyG's self-loop functions for :func:`_vmap_safe`'s while the block runs;
+    ``spare[0]`` says which node is spare."""
+
+    def __init__(self):
+        self.spare = [0]
+        self.new = _vmap_safe(self.spare)
         self.saved: list[tuple] = []
 
     def __enter__(self):
-        import sys
-
-        from torch_geometric.nn.conv.gcn_conv import gcn_norm
-        from torch_geometric.utils import add_remaining_self_loops, remove_self_loops
-
-        originals = {"remove_self_loops": remove_self_loops, "add_remaining_self_loops": add_remaining_self_loops,
-                     "gcn_norm": gcn_norm}
-        for mod in [m for name, m in list(sys.modules.items()) if name.startswith("torch_geometric") and m]:
-            for name, fn in originals.items():
-                if getattr(mod, name, None) is fn:
-                    self.saved.append((mod, name, fn))
-                    setattr(mod, name, self.new[name])
+        self.saved = _targets()
+        for mod, name, _ in self.saved:
+            setattr(mod, name, self.new[name])
         return self
 
     def __exit__(self, *exc):
@@ -171,37 +184,41 @@ def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
     from torch.func import functional_call, grad, vmap
 
     order, offs, ei_local, eoffs = layout
-    dev = x.device
+    dev, N, E_all = x.device, x.shape[0], ei_local.shape[1]
     sizes = [offs[b + 1] - offs[b] for b in range(B)]
     n_edges = [eoffs[b + 1] - eoffs[b] for b in range(B)]
     buckets: dict[int, list[int]] = {}
     for b in range(B):
-        if sizes[b]:
-            buckets.setdefault(1 << int(_buckets.size_bins(torch.tensor([sizes[b] + 1]))[0]), []).append(b)
+        if sizes[b]:  # padded to 2^ceil(log2(size + 1)): at least one spare node
+            buckets.setdefault(1 << sizes[b].bit_length(), []).append(b)
+    offs_t, eoffs_t = torch.tensor(offs, device=dev), torch.tensor(eoffs, device=dev)
     fixed = dict(zip(names, (p.detach() for p in params)))
+    xz = torch.cat([x, torch.zeros((1,) + tuple(x.shape[1:]), dtype=x.dtype, device=dev)])
+    gz = torch.cat([g_out, torch.zeros((1,) + tuple(g_out.shape[1:]), dtype=g_out.dtype, device=dev)])
 
     def f(ps, xb, eib, gb):
         out = _first(functional_call(model, ps, (xb, eib)))
         return (out * gb.to(out.dtype)).sum()
 
     step = vmap(grad(f), in_dims=(None, 0, 0, 0), randomness="different")
-    for P, ids in buckets.items():
-        E = max(1, max(n_edges[b] for b in ids))
-        nb = len(ids)
-        rows = torch.full((nb, P), -1, dtype=torch.long, device=dev)
-        eis = torch.full((nb, 2, E), P - 1, dtype=torch.long, device=dev)  # padding: a spare node's self-loop
-        for i, b in enumerate(ids):
-            rows[i, :sizes[b]] = order[offs[b]:offs[b + 1]]
-            eis[i, :, :n_edges[b]] = ei_local[:, eoffs[b]:eoffs[b + 1]]
-        real = rows >= 0
-        xz = torch.cat([x, torch.zeros((1,) + tuple(x.shape[1:]), dtype=x.dtype, device=dev)])
-        gz = torch.cat([g_out, torch.zeros((1,) + tuple(g_out.shape[1:]), dtype=g_out.dtype, device=dev)])
-        pad = torch.where(real, rows, torch.full_like(rows, x.shape[0]))
-        with torch.enable_grad(), _Patched(P - 1):
-            got = step(fixed, xz[pad], eis, gz[pad])
-        idx = torch.tensor(ids, device=dev)
-        for acc, n in zip(grads, names):
-            acc[idx] = got[n].detach().to(acc.dtype)
+    with torch.enable_grad(), _Patched() as patch:
+        for P, ids in buckets.items():
+            idt = torch.tensor(ids, device=dev)
+            ar = torch.arange(P, device=dev)
+            pos = offs_t[idt].unsqueeze(1) + ar
+            rows = torch.where(ar < (offs_t[idt + 1] - offs_t[idt]).unsqueeze(1), order[pos.clamp(max=N - 1)],
+                               torch.full_like(pos, N))  # N: the zero row
+            E = max(1, max(n_edges[b] for b in ids))
+            are = torch.arange(E, device=dev)
+            epos = eoffs_t[idt].unsqueeze(1) + are
+            ereal = are < (eoffs_t[idt + 1] - eoffs_t[idt]).unsqueeze(1)
+            eis = torch.full((len(ids), 2, E), P - 1, dtype=torch.long, device=dev)  # a spare node's self-loop
+            if E_all:
+                eis = torch.where(ereal.unsqueeze(1), ei_local[:, epos.clamp(max=E_all - 1)].permute(1, 0, 2), eis)
+            patch.spare[0] = P - 1
+            got = step(fixed, xz[rows], eis, gz[rows])
+            for acc, n in zip(grads, names):
+                acc[idt] = got[n].detach().to(acc.dtype)
 
 
 class GeneralPath:
