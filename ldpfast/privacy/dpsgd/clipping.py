@@ -292,7 +292,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
                 if "lazy" in st.detail:
                     raise TypeError(f"{where}: {st.detail}")
                 raise ValueError(f"{where}: {st.detail}")
-        self._hooks = _grad_rules.Hooks(self)
+        self._hooks = _grad_rules.Hooks(self, grad_path)
         fast, general = set(), set()
         for st in self.grad_plan:
             own = dict(st.module.named_parameters(recurse=False))

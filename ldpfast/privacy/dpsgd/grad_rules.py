@@ -276,18 +276,20 @@ class Hooks:
     :class:`~ldpfast.privacy.dpsgd.SubgraphGradSampleModule` (its ``_outside(module)`` says
     whether a call records, ``_recs`` collects the records)."""
 
-    def __init__(self, owner):
+    def __init__(self, owner, grad_path: str = "auto"):
         self.owner = owner
+        self.grad_path = grad_path
         self.handles: list = []
 
     def install(self, st: ModuleStatus) -> None:
         m, fast = st.module, set(st.fast)
         POLY = _types("ChebConv", "TAGConv")
-        if st.owner is not None or not (fast or (POLY and isinstance(m, POLY) and st.status != GENERAL)):
+        poly = bool(POLY) and isinstance(m, POLY) and self.grad_path == "auto"  # its rule covers its Linears
+        if st.owner is not None or not (fast or poly):
             return
         GIN, GAT, GATv2 = _types("GINConv"), _types("GATConv"), _types("GATv2Conv")
         h = self.handles
-        if POLY and isinstance(m, POLY):
+        if poly:
             h.append(m.register_forward_pre_hook(self._poly_pre))
             h.append(m.register_propagate_forward_hook(self._poly_propagated))
             h.append(m.register_forward_hook(self._poly))
