@@ -125,3 +125,38 @@ def test_bench_orkut_tiny(tmp_path):
     rows = json.loads((tmp_path / "bench_orkut_tiny_metis.json").read_text())["rows"]
     metis = [r for r in rows if "metis_bags" in r["stage"]]
     assert len(metis) == 2 and all(0 < r["details"]["edge_cut"] < 1 for r in metis)
+
+
+def test_bench_grad_paths_tiny(tmp_path):
+    # the general-vs-fast benchmark runs end to end (its own check that both paths give the
+    # same clipped sum included) and writes its rows; no timing is asserted
+    from benchmarks import bench_grad_paths
+
+    bench_grad_paths.main(["--datasets", "cora", "--models", "gcn", "--batch", "12", "--repeat", "1",
+                           "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "bench_grad_paths.json").read_text())["rows"]
+    assert {r["impl"] for r in rows} == {"nonprivate", "fast", "general"}
+    assert all(r["median_s"] > 0 and r["fast_vs_general_rel_diff"] < 1e-5 for r in rows)
+
+
+def test_dpsgd_utility_runs_and_tabulates(tmp_path, monkeypatch):
+    # one DP and one non-private run of the utility sweep on a small planted graph, resumed
+    # (nothing rerun), and the table from its JSON
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_heterpoisson import planted_graph
+
+    from benchmarks import dpsgd_utility
+
+    monkeypatch.setattr(dpsgd_utility, "load", lambda name: planted_graph(n=300))
+    monkeypatch.setattr(dpsgd_utility, "GRIDS", {**dpsgd_utility.GRIDS, "gat": [{"M": 1.0, "lr": 0.03}]})
+    out = tmp_path / "u.json"
+    args = ["--datasets", "toy", "--methods", "gat", "--eps", "8", "--seeds", "1", "--batch", "64",
+            "--out", str(out), "--table", str(tmp_path / "t.md")]
+    dpsgd_utility.main(args)
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["method"], r["eps"]) for r in runs] == [("gat", 8.0), ("gat", None)]
+    assert runs[0]["eps_spent"] <= 8.0 and 0 <= runs[0]["acc"] <= 1 and "acc_full" in runs[0]
+    dpsgd_utility.main(args)  # resumes: nothing to do
+    assert len(json.loads(out.read_text())["runs"]) == 2
+    table = (tmp_path / "t.md").read_text()
+    assert "### toy" in table and "| non-private |" in table and "(M=1)" in table

@@ -14,10 +14,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ("dprr", "heterpoisson", "lpgnn", "rgnn")
 OTHERS = ("growing_graph",  # not a paper: a graph re-released as it grows, with a report store
           "audit_pipeline")  # the empirical privacy audit of a three-release pipeline
+ENGINE = ("gat_dpsgd",)  # not a paper's method: a GAT through NodeDPEngine (node-level DP-SGD for any model)
 
 
 def test_one_example_per_paper():
-    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES + OTHERS)
+    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(NAMES + OTHERS + ENGINE)
 
 
 def test_growing_graph_example_prints_each_release_and_saves_json(tmp_path):
@@ -55,8 +56,8 @@ def test_audit_pipeline_example_prints_eps_lb_beside_the_charge(tmp_path):
     assert all(x["charge_source"] == "store" for x in reps) and png.stat().st_size > 0
 
 
-@pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES] + [("dprr", ["--adj-t"])],
-                         ids=list(NAMES) + ["dprr-adj_t"])
+@pytest.mark.parametrize("name,extra", [(n, []) for n in NAMES + ENGINE] + [("dprr", ["--adj-t"])],
+                         ids=list(NAMES + ENGINE) + ["dprr-adj_t"])
 def test_example_quick(name, extra, tmp_path):
     env = dict(os.environ, LDPFAST_OFFLINE="1", LDPFAST_CACHE=str(tmp_path / "cache"))
     env.pop("LDPFAST_DATA", None)

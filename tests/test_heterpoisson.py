@@ -506,16 +506,22 @@ def test_clipping_with_center_only_head_and_multiple_uses():
 
 
 def test_unsupported_layers_are_refused():
-    from torch_geometric.nn import GATConv
+    from torch_geometric.nn import GATConv, GCNConv
 
     from ldpfast.privacy.dpsgd import SubgraphGradSampleModule
 
     with pytest.raises(TypeError, match="BatchNorm"):
         SubgraphGradSampleModule(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)))
-    with pytest.raises(TypeError, match="not supported|not covered"):
-        SubgraphGradSampleModule(GATConv(4, 4))
+    with pytest.raises(ValueError, match="cached=True"):
+        SubgraphGradSampleModule(GCNConv(4, 4, cached=True))
+    with pytest.raises(TypeError, match="lazy"):
+        SubgraphGradSampleModule(GCNConv(-1, 4))
     with pytest.raises(TypeError, match="model"):
         SubgraphGradSampleModule("not a model")
+    with pytest.raises(ValueError, match="grad_path"):
+        SubgraphGradSampleModule(GATConv(4, 4), grad_path="vmap")
+    # GAT's attention vectors have a fast rule now (tests/test_grad_paths.py checks it)
+    assert SubgraphGradSampleModule(GATConv(4, 4)).general_parameters == []
 
 
 def test_dp_optimizer_noise_scale_and_determinism():
@@ -590,12 +596,12 @@ def planted_graph(n=800, seed=0, d=16, classes=2, p_in=0.02, p_out=0.002):
     return Data(x=x, y=y, edge_index=ei, num_nodes=n)
 
 
-@pytest.mark.parametrize("setting", ["transductive", "inductive"])
-def test_fit_smoke(setting, one_torch_thread):
+@pytest.mark.parametrize("setting,model", [("transductive", "gcn"), ("inductive", "gcn"), ("transductive", "gat")])
+def test_fit_smoke(setting, model, one_torch_thread):
     from ldpfast.methods.heterpoisson import fit
 
     data = planted_graph()
-    rep = fit(data, 8.0, model="gcn", setting=setting, M=2.0, expected_batch_size=200, epochs=4, seed=0,
+    rep = fit(data, 8.0, model=model, setting=setting, M=2.0, expected_batch_size=200, epochs=4, seed=0,
               hidden=16)
     assert rep.eps <= 8.0 and rep.eps == pytest.approx(rep.eps_rdp)
     assert rep.delta == pytest.approx(1 / 800**1.1)
@@ -626,7 +632,7 @@ def test_fit_validation():
     with pytest.raises(ValueError, match="eps"):
         fit(data, 0.0)
     with pytest.raises(ValueError, match="model"):
-        fit(data, 1.0, model="gat")
+        fit(data, 1.0, model="transformer")
     with pytest.raises(ValueError, match="setting"):
         fit(data, 1.0, setting="semi")
     with pytest.raises(ValueError, match="M"):

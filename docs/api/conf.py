@@ -191,7 +191,8 @@ _write_reference()
 # --- pages from the markdown outside docs/api (``generated/``, not committed) -----------------
 #: Guides beside this site (docs/NAME.md) shown in it when present, in this order.
 GUIDES = {"recipes": "Recipes: accuracy when features, labels and edges are private",
-          "dpsgd_opacus": "DP-SGD for Opacus users", "dpsgd_utility": "What node-level DP-SGD reaches",
+          "dpsgd_opacus": "DP-SGD for Opacus users", "dpsgd_any_model": "DP-SGD for any PyG model",
+          "dpsgd_utility": "What node-level DP-SGD reaches",
           "privacy_audit": "The privacy audit"}
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 

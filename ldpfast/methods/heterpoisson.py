@@ -79,7 +79,7 @@ from ._common import _data_tensors, data_to, device_raises, resolve_device, with
 
 __all__ = ["HeterPoissonReport", "build_model", "fit", "split_nodes"]
 
-MODELS = ("gcn", "sage", "gin", "mlp")
+MODELS = ("gcn", "sage", "gin", "gat", "mlp")
 SETTINGS = ("transductive", "inductive")
 MLP_PRIVACY_MODEL = NODES_PRIVACY_MODEL  # the naive DP-SGD rows (NodeDPEngine sampling="nodes")
 
@@ -90,11 +90,12 @@ __getattr__ = moved_names(__name__, "ldpfast.reproduce.heterpoisson",
 
 # ----------------------------------------------------------------------------- models
 class GNN(torch.nn.Module):
-    """``num_layers`` PyG convolutions + ELU, then a linear classifier (section 5 setup)."""
+    """``num_layers`` PyG convolutions + ELU, then a linear classifier (section 5 setup).
+    ``"gat"`` (not in the paper): one-head ``GATConv`` layers, attention dropout 0."""
 
     def __init__(self, kind: str, d_in: int, hidden: int, n_classes: int, num_layers: int = 1):
         super().__init__()
-        from torch_geometric.nn import GCNConv, GINConv, SAGEConv
+        from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 
         self.kind = kind
         convs = []
@@ -104,6 +105,8 @@ class GNN(torch.nn.Module):
                 convs.append(GCNConv(d, hidden))
             elif kind == "sage":
                 convs.append(SAGEConv(d, hidden))
+            elif kind == "gat":
+                convs.append(GATConv(d, hidden))
             elif kind == "gin":
                 convs.append(GINConv(torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.ELU(),
                                                          torch.nn.Linear(hidden, hidden)), train_eps=True))
@@ -132,7 +135,7 @@ class MLP(torch.nn.Module):
 
 
 def build_model(kind: str, d_in: int, n_classes: int, *, hidden: int = 128, num_layers: int = 1) -> torch.nn.Module:
-    """The networks of section 5 (``kind`` in gcn / sage / gin / mlp)."""
+    """The networks of section 5 (``kind`` in gcn / sage / gin / mlp), and gat."""
     if kind == "mlp":
         return MLP(d_in, hidden, n_classes)
     return GNN(kind, d_in, hidden, n_classes, num_layers)
@@ -250,8 +253,9 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
         Undirected graph with ``x``, ``y``, ``edge_index``.
     eps : float
         Target node-level epsilon, > 0.
-    model : {"gcn", "sage", "gin", "mlp"}
-        GNN backbone, or ``"mlp"`` for the naive DP-SGD baseline (features only).
+    model : {"gcn", "sage", "gin", "gat", "mlp"}
+        GNN backbone (``"gat"``: one-head ``GATConv``, not in the paper), or ``"mlp"`` for
+        the naive DP-SGD baseline (features only).
     setting : {"transductive", "inductive"}
     M : float
         Neighbourhood multiplier, > 0 (ignored by ``"mlp"``).

@@ -17,7 +17,9 @@ Layout (like Opacus): :mod:`.budget` (the ledger), :mod:`.ldp` (the LDP guarante
 (:func:`new_secret`, :func:`load_secret`: the 128-bit secrets memoised reports need), :mod:`.accountants` (node-level DP-SGD: the MoG RDP
 and PLD accountants), :mod:`.dpsgd` (per-sub-graph clipping and the DP optimizer),
 :mod:`.engine` (:class:`NodeDPEngine`: sampler, accountant, clipping and optimizer in one
-call, Opacus-style; it loads the sampler and torch pieces on first use) and
+call, Opacus-style; it loads the sampler and torch pieces on first use), :mod:`.validator`
+(:func:`validate` and :func:`fix`: which path each module's parameters take, and the swaps
+of what mixes sub-graphs, Opacus' ``ModuleValidator``) and
 :mod:`.audit` (the empirical privacy audit).  ``dpsgd`` and ``audit`` are imported on first
 attribute access (they need torch and the HeterPoisson method).
 """
@@ -52,6 +54,7 @@ from .ldp import (  # noqa: F401
 )
 from .secret import load_secret, new_secret  # noqa: F401
 from .store import RELATIONS, ReleaseResult, ReportStore  # noqa: F401
+from .validator import ValidationReport, fix, validate  # noqa: F401
 
 _LAZY = ("audit", "dpsgd", "accountant")  # accountant: the deprecated path (issue 12)
 

@@ -23,16 +23,16 @@ gradient of the PyG layers used here is a sum over nodes of such local terms
 
 This is exact (the same numbers as a loop over sub-graphs, up to float summation order:
 checked to 1e-5 relative in the tests) and works on the sparse block-diagonal batch with the
-unmodified PyG layers ``GCNConv``, ``SAGEConv`` (mean / sum / max aggregation) and
-``GINConv`` (any MLP of ``Linear`` layers, ``train_eps`` allowed), plus ``torch.nn.Linear``
-heads.  ``torch.func.vmap`` (what the paper's code uses) needs one fixed padded size per
-batch and a message passing that vmap can trace: PyG's ``GCNConv`` cannot be vmapped over
-per-sub-graph ``edge_index`` (``add_remaining_self_loops`` indexes with a boolean mask:
-"vmap: We do not support batching operators that can support dynamic shape"), so the authors
-rewrote their GNNs as dense "mean over the rows" modules; padding also costs
-``O(B L_max d)`` memory and ``O(B |params|)`` for the per-sample gradients.  Layers whose
-parameters are not covered (LSTM aggregation, attention, ...) raise a clear error at wrap
-time.
+unmodified PyG layers.  The same per-row scheme covers the other layers with a *fast rule*
+(:mod:`.grad_rules`: GAT/GATv2 attention vectors, ChebConv/TAGConv, GIN's ``eps``,
+``Embedding``, per-node norms' affine weights); every other trainable parameter takes the
+*general path* (:mod:`.general`: the model re-run on each sub-graph, by ``torch.func.vmap``
+over sub-graphs padded to a size bucket or by a loop), chosen per parameter when the model
+is wrapped (:func:`ldpfast.privacy.validate` shows the plan).  On the first step the fast
+terms of every parameter are checked to add up to its batch gradient; a parameter whose terms
+do not (used outside its module, a layer on edge rows) moves to the general path, with a
+warning.  ``vmap`` alone would cost ``O(B L_max d)`` memory and ``O(B |params|)`` for the
+per-sample gradients, and PyG's self-loop handling needs stand-ins under it (:mod:`.general`).
 
 All of this assumes that every sub-graph's output depends on that sub-graph alone; a layer
 computing over the whole batch (BatchNorm in training mode, PyG's ``PairNorm``,
@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -73,23 +74,14 @@ import torch.nn.functional as F
 
 from ... import _buckets
 from ..._checks import check_eps
+from . import general as _general
+from . import grad_rules as _grad_rules
 from .mixing import check_no_mixing_layers, check_subgraph_independence
 
 __all__ = ["ClipStats", "DPUsageError", "SubgraphGradSampleModule", "clipped_sum_loop", "flat_grad",
            "per_subgraph_gradients_loop", "subgraph_loss"]
 
 CLIP_MARGIN = 1e-5
-
-
-def _linear_types():
-    types = [torch.nn.Linear]
-    try:
-        from torch_geometric.nn.dense.linear import Linear as PygLinear
-
-        types.append(PygLinear)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(types)
 
 
 class DPUsageError(RuntimeError):
@@ -203,13 +195,7 @@ class ClipStats:
         return float((self.factors < 1).float().mean()) if self.factors.numel() else 0.0
 
 
-class _Rec:
-    """Activations / output-gradients captured for one parameterised use of a module."""
-
-    __slots__ = ("a", "g", "kind", "module")
-
-    def __init__(self, module, kind, a):
-        self.module, self.kind, self.a, self.g = module, kind, a, None
+_Rec = _grad_rules.Rec
 
 
 class SubgraphGradSampleModule(torch.nn.Module):
@@ -220,15 +206,19 @@ class SubgraphGradSampleModule(torch.nn.Module):
     ----------
     model : torch.nn.Module
         Called as ``model(x, edge_index)`` and returning node-level outputs ``(N, C)``.
-        Its trainable parameters must all live in ``Linear`` layers (``torch.nn.Linear`` or
-        PyG's), in ``GCNConv.bias`` or in ``GINConv.eps``, and every sub-graph's output must
-        depend on that sub-graph alone: layers of
-        :data:`~ldpfast.privacy.dpsgd.mixing.MIXING_LAYERS` are refused.
+        Any differentiable model whose every sub-graph's output depends on that sub-graph
+        alone: layers of :data:`~ldpfast.privacy.dpsgd.mixing.MIXING_LAYERS`,
+        ``GCNConv(cached=True)`` and lazy parameters are refused.  Each trainable parameter
+        gets its per-sub-graph gradients from a fast rule or from the general path
+        (:mod:`.grad_rules`, :mod:`.general`; :attr:`general_parameters` names the latter).
     check_independence : bool
         Run :func:`~ldpfast.privacy.dpsgd.mixing.check_subgraph_independence` on the first
         training forward with at least two sub-graphs (three extra forwards without
         autograd, once; parameters, gradients, buffers, the RNG state and the batch are left
         as they were).  Default on; turn it off only for a model already checked.
+    grad_path : {"auto", "general"}
+        ``"auto"``: the fast rule where there is one; ``"general"``: every parameter on the
+        general path (to check it or time it against the fast rules).
 
     Raises
     ------
@@ -236,6 +226,11 @@ class SubgraphGradSampleModule(torch.nn.Module):
         (a ``TypeError``) at construction for a layer of ``MIXING_LAYERS``, or on the first
         training forward when removing or perturbing one sub-graph changes another's
         outputs, naming the first module concerned.
+    ValueError
+        For ``GCNConv(cached=True)`` (``ldpfast.privacy.fix`` turns the cache off) or a bad
+        ``grad_path``.
+    TypeError
+        For lazy (uninitialised) parameters.
 
     Use
     ---
@@ -251,70 +246,71 @@ class SubgraphGradSampleModule(torch.nn.Module):
     :class:`DPOptimizer` before each release) when there are no per-sub-graph gradients.
     """
 
-    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True):
+    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True, grad_path: str = "auto"):
         super().__init__()
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(check_independence, bool):
             raise TypeError(f"check_independence: expected a bool, got {type(check_independence).__name__}")
+        if grad_path not in ("auto", "general"):
+            raise ValueError(f"grad_path: expected 'auto' or 'general', got {grad_path!r}")
         self._module = model
         # the runtime check is pending until a training forward with >= 2 sub-graphs passed it
         self._independence_pending = check_independence
         self._recs: list[_Rec] = []
         self._active = False
+        self._replaying = False  # the general path re-runs the model: nothing recorded then
         self._seg: torch.Tensor | None = None
         self._size_bins: tuple[int, ...] | None = None  # host histogram of the batch's size bins
         self._one_per_subgraph: torch.Tensor | None = None  # arange(B) of sub-graph-level rows
         self._num_subgraphs = 0
+        self._inputs: tuple | None = None  # (x, edge_index) of the last training forward
+        self._out_rec: _Rec | None = None  # the gradient at the model's output
+        self._terms_cache: list | None = None
         # a training forward through the wrapper since the last release (clip_and_accumulate)
         self._pending = False
         # the first parameterised module that ran a training forward with autograd outside the
         # wrapper since the last forward through it or release (what bypassing the wrapper looks like)
         self._bypassed: str | None = None
         self._names = {m: n for n, m in model.named_modules()}
-        self._handles = []
-        self._validate_and_hook()
+        self._validate_and_hook(grad_path)
+        self._general_path = _general.GeneralPath(model)  # vmap by size bucket, or a loop
+        # the first release checks that the fast terms add up to each parameter's gradient
+        self._coverage_pending = bool(self._fast_params)
+        self._grad_before: dict[int, torch.Tensor | None] | None = None
 
     # ------------------------------------------------------------------ hooks
-    def _validate_and_hook(self):
-        from torch_geometric.nn import GCNConv, GINConv, SAGEConv
+    def _validate_and_hook(self, grad_path: str):
+        """Refuse what cannot be trained (mixing layers, a cached normalisation, lazy
+        parameters), choose each parameter's path (:func:`.grad_rules.plan`) and hook the
+        fast ones."""
+        check_no_mixing_layers(self._module)  # its historical messages for the mixing layers
+        self.grad_plan = _grad_rules.plan(self._module, grad_path=grad_path)
+        for st in self.grad_plan:
+            if st.status == _grad_rules.REFUSED:
+                where = f"{st.name or 'the model'} ({st.type})"
+                if "lazy" in st.detail:
+                    raise TypeError(f"{where}: {st.detail}")
+                raise ValueError(f"{where}: {st.detail}")
+        self._hooks = _grad_rules.Hooks(self, grad_path)
+        fast, general = set(), set()
+        for st in self.grad_plan:
+            own = dict(st.module.named_parameters(recurse=False))
+            fast |= {id(own[n]) for n in st.fast}
+            general |= {id(own[n]) for n in st.general}
+            self._hooks.install(st)
+        general -= fast  # a parameter shared by a fast and another module: the first-step check decides
+        self._fast_params = fast
+        self._general_ids = general
 
-        check_no_mixing_layers(self._module)
-        lin = _linear_types()
-        covered: set[int] = set()
-        for name, m in self._module.named_modules():
-            own = [(n, p) for n, p in m.named_parameters(recurse=False) if p.requires_grad]
-            if isinstance(m, lin):
-                for n, p in own:
-                    if isinstance(p, torch.nn.parameter.UninitializedParameter):
-                        raise TypeError(f"{name}.{n}: lazy (uninitialised) parameter; give in_channels")
-                    covered.add(id(p))
-                self._handles.append(m.register_forward_hook(self._hook_linear))
-            elif isinstance(m, GCNConv):
-                if getattr(m, "cached", False):
-                    raise ValueError(f"{name}: GCNConv(cached=True) caches the normalisation across batches")
-                for n, p in own:
-                    if n != "bias":
-                        raise TypeError(f"{name}.{n}: unsupported GCNConv parameter")
-                    covered.add(id(p))
-                if own:
-                    self._handles.append(m.register_forward_hook(self._hook_out_bias))
-            elif isinstance(m, GINConv):
-                for n, p in own:
-                    covered.add(id(p))  # eps
-                if own:
-                    self._handles.append(m.register_forward_pre_hook(self._hook_gin_pre))
-                    self._handles.append(m.nn.register_forward_pre_hook(self._hook_gin_nn_pre(m)))
-            elif isinstance(m, SAGEConv):
-                if type(getattr(m, "aggr_module", None)).__name__ == "LSTMAggregation":
-                    raise TypeError(f"{name}: SAGEConv(aggr='lstm') is not supported")
-            elif own:
-                raise TypeError(
-                    f"{name}: parameters {[n for n, _ in own]} of {type(m).__name__} are not supported by "
-                    "per-sub-graph clipping (supported: Linear, GCNConv, SAGEConv, GINConv)")
-        missing = [n for n, p in self._module.named_parameters() if p.requires_grad and id(p) not in covered]
-        if missing:
-            raise TypeError(f"parameters not covered by per-sub-graph clipping: {missing}")
+    def _general_params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self._module.parameters() if p.requires_grad and id(p) in self._general_ids]
+
+    @property
+    def general_parameters(self) -> list[str]:
+        """Names of the parameters on the general path (re-run per sub-graph,
+        :mod:`.general`); the others have a fast rule (:mod:`.grad_rules`)."""
+        return [n for n, p in self._module.named_parameters() if p.requires_grad and id(p) in self._general_ids]
 
     def _rows_seg(self, rows: int) -> torch.Tensor:
         if self._seg is not None and rows == self._seg.numel():
@@ -324,9 +320,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
             if a is None or a.numel() != rows or a.device != self._device():
                 a = self._one_per_subgraph = torch.arange(rows, device=self._device())
             return a
-        raise RuntimeError(f"a parameterised layer saw {rows} rows: expected one per batch node "
-                           f"({self._seg.numel() if self._seg is not None else '?'}) or one per sub-graph "
-                           f"({self._num_subgraphs}); edge-level layers are not supported")
+        raise _grad_rules.Unmapped(rows)
 
     def _device(self) -> torch.device:
         """Device of the last batch (its ``seg``), else of the parameters."""
@@ -338,57 +332,13 @@ class SubgraphGradSampleModule(torch.nn.Module):
     def _outside(self, module) -> bool:
         """True (nothing to record) unless this call runs inside a recording forward; notes a
         training forward with autograd outside the wrapper (the wrapper bypassed)."""
+        if self._replaying:
+            return True
         if self._active:
             return not torch.is_grad_enabled()
         if self._bypassed is None and module.training and torch.is_grad_enabled():
             self._bypassed = self._names.get(module, type(module).__name__) or type(module).__name__
         return True
-
-    def _hook_linear(self, module, inputs, output):
-        if self._outside(module):
-            return
-        a = inputs[0].detach()
-        rec = _Rec(module, "linear", a.reshape(-1, a.shape[-1]) if a.dim() > 2 else a)
-        if a.dim() > 2:
-            rec.kind = ("linear", a.shape[0], a.numel() // (a.shape[0] * a.shape[-1]))
-        self._recs.append(rec)
-        self._grad_hook(output, rec)
-
-    def _hook_out_bias(self, module, inputs, output):
-        if self._outside(module):
-            return
-        rec = _Rec(module, "bias", None)
-        self._recs.append(rec)
-        self._grad_hook(output, rec)
-
-    def _hook_gin_pre(self, module, inputs):
-        if self._outside(module):
-            return
-        x = inputs[0]
-        x_r = x[1] if isinstance(x, (tuple, list)) else x
-        module._ldp_xr = None if x_r is None else x_r.detach()
-
-    def _hook_gin_nn_pre(self, conv):
-        def hook(module, inputs):
-            if self._outside(conv):
-                return
-            if getattr(conv, "_ldp_xr", None) is None:
-                return
-            rec = _Rec(conv, "gin_eps", conv._ldp_xr)
-            conv._ldp_xr = None
-            self._recs.append(rec)
-            self._grad_hook(inputs[0], rec)
-        return hook
-
-    @staticmethod
-    def _grad_hook(t: torch.Tensor, rec: _Rec):
-        if not isinstance(t, torch.Tensor) or not t.requires_grad:
-            return
-
-        def store(g):
-            rec.g = g.detach() if rec.g is None else rec.g + g.detach()
-
-        t.register_hook(store)
 
     # ------------------------------------------------------------------ forward
     def forward(self, batch, edge_index: torch.Tensor | None = None, seg: torch.Tensor | None = None,
@@ -438,22 +388,33 @@ class SubgraphGradSampleModule(torch.nn.Module):
             check_subgraph_independence(self._module, x, edge_index, seg, int(num_subgraphs))
             self._independence_pending = False
         self._recs = []
+        self._terms_cache = None
         self._seg = seg
         self._size_bins = bins
         self._num_subgraphs = int(num_subgraphs)
+        self._inputs = (x, edge_index)
         self._pending = True
         self._bypassed = None  # a bypass is what happens between this forward and the release
+        if self._coverage_pending:  # the gradients before this batch's backward (usually none)
+            self._grad_before = {id(p): None if p.grad is None else p.grad.detach().clone()
+                                 for p in self._module.parameters() if id(p) in self._fast_params}
         self._active = True
         try:
             out = self._module(x, edge_index)
         finally:
             self._active = False
+        # the output gradient, for the parameters on the general path
+        self._out_rec = _Rec(self._module, "output")
+        _grad_rules.grad_hook(out[0] if isinstance(out, (tuple, list)) else out, self._out_rec)
         return out.as_subclass(_SubgraphOutput) if type(out) is torch.Tensor else out
 
     def forward_empty(self) -> None:
         """Record an empty batch (a Poisson sample without sub-graphs): the next release is
         noise added to a zero sum (:meth:`DPOptimizer.noise_only_step` calls this)."""
         self._recs = []
+        self._terms_cache = None
+        self._out_rec = None
+        self._inputs = None
         self._num_subgraphs = 0
         self._seg = None  # so that _device() is the parameters' device, not the last batch's
         self._seg = torch.zeros(0, dtype=torch.long, device=self._device())
@@ -475,7 +436,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
         DPUsageError
             Saying which of the two happened and what to do; nothing is changed.
         """
-        if self._pending and (self._num_subgraphs == 0 or any(r.g is not None for r in self._recs)):
+        if self._pending and (self._num_subgraphs == 0 or any(r.g is not None for r in self._recs)
+                              or (self._out_rec is not None and self._out_rec.g is not None)):
             return
         how = ("Compute the loss from out = model(batch) with the wrapper (the SubgraphGradSampleModule that "
                "NodeDPEngine.make_private returns), in training mode, then loss.backward(), then optimizer.step(), "
@@ -495,59 +457,89 @@ class SubgraphGradSampleModule(torch.nn.Module):
             "gradient: call loss.backward() on a loss computed from its output before optimizer.step()")
 
     # ------------------------------------------------------------------ clipping
-    def _per_param_terms(self):
-        """(record, parameter, node inputs or None, node output-gradients) per captured use.
+    def _move_to_general(self, params, why: str) -> None:
+        """Put ``params`` on the general path from now on (their fast terms do not describe
+        their gradient), with a warning naming them."""
+        new = [p for p in params if id(p) not in self._general_ids]
+        if not new:
+            return
+        self._general_ids |= {id(p) for p in new}
+        self._fast_params -= {id(p) for p in new}
+        names = [n for n, p in self._module.named_parameters() if any(p is q for q in new)]
+        warnings.warn(f"per-sub-graph gradients of {names}: {why}; they take the general path from now on (the "
+                      "model re-run on each sub-graph: exact, slower)", stacklevel=3)
 
-        ``a is None``: the parameter's per-sub-graph gradient is the sum of the rows of ``g``
-        over the sub-graph's rows; otherwise it is ``sum_rows g^T a``.
-        """
+    def _per_param_terms(self) -> list[tuple]:
+        """``(parameter, kind, seg, a, g)`` per use of a parameter on the fast path
+        (:func:`.grad_rules.terms`), then one ``(parameter, "dense", None, None, (B, numel))``
+        per parameter on the general path (:mod:`.general`); cached until the next forward."""
+        if self._terms_cache is not None:
+            return self._terms_cache
         if self._num_subgraphs == 0:  # an empty batch (zero-row gradients, if any): the clipped sum is 0
             return []
-        out = []
+        fast = []
         for r in self._recs:
             if r.g is None:
                 continue  # this output did not influence the loss
-            if r.kind == "bias":
-                out.append((r, r.module.bias, None, r.g.reshape(r.g.shape[0], -1)))
-            elif r.kind == "gin_eps":
-                v = (r.g * r.a).reshape(r.g.shape[0], -1).sum(1, keepdim=True)
-                out.append((r, r.module.eps, None, v))
-            else:
-                g = r.g.reshape(-1, r.g.shape[-1])
-                w = r.module.weight
-                if w.requires_grad:
-                    out.append((r, w, r.a, g))
-                b = getattr(r.module, "bias", None)
-                if isinstance(b, torch.nn.Parameter) and b.requires_grad:
-                    out.append((r, b, None, g))
+            try:
+                fast += _grad_rules.terms(r, self._rows_seg)
+            except _grad_rules.Unmapped as e:
+                self._move_to_general(_grad_rules.rec_params(r),
+                                      f"module {self._names.get(r.module)!r} saw {e.args[0]} rows, neither the "
+                                      f"batch's nodes ({self._seg.numel()}) nor its sub-graphs ({self._num_subgraphs})")
+        kinds: dict[int, set[str]] = {}
+        for t in fast:
+            kinds.setdefault(id(t[0]), set()).add(t[1])
+        mixed = [t[0] for t in fast if len(kinds[id(t[0])]) > 1]
+        if mixed:
+            self._move_to_general(mixed, "shared by layers with different rules")
+        if self._coverage_pending and self._grad_before is not None:
+            self._check_coverage([t for t in fast if id(t[0]) not in self._general_ids])
+        out = [t for t in fast if id(t[0]) not in self._general_ids]
+        gen = self._general_params()
+        g_out = None if self._out_rec is None else self._out_rec.g
+        if gen and g_out is not None:
+            x, edge_index = self._inputs
+            self._replaying = True
+            try:
+                dense = self._general_path.gradients(x, edge_index, self._seg, self._num_subgraphs, g_out, gen)
+            finally:
+                self._replaying = False
+            out += [(p, "dense", None, None, d.reshape(d.shape[0], -1)) for p, d in zip(gen, dense)]
+        self._terms_cache = out
         return out
 
-    def _seg_rows(self, r: _Rec, rows_g: int) -> torch.Tensor:
-        if isinstance(r.kind, tuple):  # (N, ..., d) input: rows repeat per node
-            _, n0, rep = r.kind
-            return self._rows_seg(n0).repeat_interleave(rep)
-        return self._rows_seg(rows_g)
+    def param_sq_norms(self) -> dict[torch.nn.Parameter, torch.Tensor]:
+        """Per-sub-graph squared L2 norm of each parameter's gradient (float64, ``(B,)``),
+        for the parameters that got a gradient from the last batch."""
+        B = self._num_subgraphs
+        groups: dict[int, tuple] = {}  # the uses of each parameter: per-sub-graph gradients add up across uses
+        for t in self._per_param_terms():
+            groups.setdefault(id(t[0]), (t[0], t[1], []))[2].append(t)
+        blocks: dict[int, _Blocks] = {}  # by segmentation: most weights share the batch's
+        out = {}
+        for p, kind, uses in groups.values():
+            def cat(i, uses=uses):
+                return uses[0][i] if len(uses) == 1 else torch.cat([u[i] for u in uses])
+            if kind == "dense":  # (B, numel): torch's cascade summation, no float64 copy of the rows
+                out[p] = torch.linalg.vector_norm(cat(4), dim=1).double().pow(2)
+                continue
+            seg, G = cat(2), cat(4)
+            if kind == "rows":
+                s = torch.zeros(B, G.shape[1], dtype=torch.float64, device=G.device).index_add_(0, seg, G.double())
+                out[p] = s.pow(2).sum(1)
+                continue
+            if id(seg) not in blocks:
+                blocks[id(seg)] = _Blocks(seg, B, self._known_bins(seg))
+            fn = _weight_sq_norms if kind == "outer" else _index_sq_norms
+            out[p] = fn(cat(3), G, blocks[id(seg)], B)
+        return out
 
     def norms(self) -> torch.Tensor:
         """Per-sub-graph L2 norms of the full gradient (float64, shape (B,))."""
-        B = self._num_subgraphs
-        sq = torch.zeros(B, dtype=torch.float64, device=self._device())
-        # group the uses of each parameter: per-sub-graph gradients add up across uses
-        groups: dict[int, list] = {}
-        for r, p, a, g in self._per_param_terms():
-            groups.setdefault(id(p), []).append((self._seg_rows(r, g.shape[0]), a, g))
-        blocks: dict[int, _Blocks] = {}  # by segmentation: most weights share the batch's
-        for uses in groups.values():
-            seg = uses[0][0] if len(uses) == 1 else torch.cat([u[0] for u in uses])
-            G = uses[0][2] if len(uses) == 1 else torch.cat([u[2] for u in uses])
-            if uses[0][1] is None:
-                s = torch.zeros(B, G.shape[1], dtype=torch.float64, device=G.device).index_add_(0, seg, G.double())
-                sq += s.pow(2).sum(1)
-            else:
-                A = uses[0][1] if len(uses) == 1 else torch.cat([u[1] for u in uses])
-                if id(seg) not in blocks:
-                    blocks[id(seg)] = _Blocks(seg, B, self._known_bins(seg))
-                sq += _weight_sq_norms(A, G, blocks[id(seg)], B)
+        sq = torch.zeros(self._num_subgraphs, dtype=torch.float64, device=self._device())
+        for s in self.param_sq_norms().values():
+            sq += s
         return sq.sqrt()
 
     def _known_bins(self, seg: torch.Tensor) -> tuple[int, ...] | None:
@@ -559,6 +551,46 @@ class SubgraphGradSampleModule(torch.nn.Module):
             return (self._num_subgraphs,) + (0,) * (_buckets.NUM_BINS - 1)
         return None
 
+    @staticmethod
+    def _accumulate(terms, fac: torch.Tensor, into: dict[int, torch.Tensor]) -> None:
+        """``into[id(p)] += sum_b fac_b g_b(p)`` for every term."""
+        for p, kind, seg, a, g in terms:
+            acc = into[id(p)]
+            if kind == "dense":
+                acc += (fac.to(g.dtype) @ g).reshape(p.shape).to(p.dtype)
+                continue
+            wg = fac[seg].unsqueeze(1).to(g.dtype) * g
+            if kind == "outer":
+                acc += (wg.t() @ a).to(p.dtype)
+            elif kind == "rows":
+                acc += wg.sum(0).reshape(p.shape).to(p.dtype)
+            else:  # "index": rows of an embedding table
+                acc.index_add_(0, a, wg.to(p.dtype))
+
+    def _check_coverage(self, terms) -> None:
+        """First batch: the fast terms of every parameter must add up to the gradient the
+        batch's backward gave it; a parameter whose terms do not (also used outside its
+        module, e.g. functionally, or a layer calling a Linear's ``forward`` directly, which
+        runs no hook) moves to the general path."""
+        before, self._grad_before = self._grad_before, None
+        self._coverage_pending = False
+        params = [p for p in self._module.parameters() if id(p) in before and id(p) in self._fast_params]
+        into = {id(p): torch.zeros_like(p) for p in params}
+        ones = torch.ones(self._num_subgraphs, dtype=torch.float32, device=self._device())
+        self._accumulate([t for t in terms if id(t[0]) in into], ones, into)
+        bad = []
+        for p in params:
+            got = (p.grad if p.grad is not None else torch.zeros_like(p)).double()
+            if before[id(p)] is not None:
+                got = got - before[id(p)].double()
+            want = into[id(p)].double()
+            if float((got - want).norm()) > 1e-4 * max(float(got.norm()), float(want.norm())) + 1e-12:
+                bad.append(p)
+        if bad:
+            self._move_to_general(bad, "the fast rules' terms do not add up to the batch's gradient (a parameter "
+                                       "also used outside its module, e.g. functionally, or a Linear whose forward "
+                                       "is called directly)")
+
     def clip_and_accumulate(self, max_grad_norm: float) -> ClipStats:
         """Write ``sum_b min(1, C/||g_b||) g_b`` into every parameter's ``.grad``.
 
@@ -568,17 +600,15 @@ class SubgraphGradSampleModule(torch.nn.Module):
         C = check_eps("max_grad_norm", max_grad_norm)
         norms = self.norms()
         factors = torch.clamp(C * (1 - CLIP_MARGIN) / norms.clamp_min(1e-300), max=1.0)
-        fac = factors.float()
         for p in self._module.parameters():
             if p.requires_grad:
                 p.grad = torch.zeros_like(p)
-        for r, p, a, g in self._per_param_terms():
-            w = fac[self._seg_rows(r, g.shape[0])].unsqueeze(1).to(g.dtype)
-            if a is None:
-                p.grad += (w * g).sum(0).reshape(p.shape).to(p.dtype)
-            else:
-                p.grad += ((w * g).t() @ a).to(p.dtype)
+        self._accumulate(self._per_param_terms(), factors.float(),
+                         {id(p): p.grad for p in self._module.parameters() if p.requires_grad})
         self._recs = []
+        self._terms_cache = None
+        self._out_rec = None
+        self._inputs = None
         self._pending = False
         self._bypassed = None
         return ClipStats(norms=norms, factors=factors)
@@ -614,17 +644,15 @@ class _Blocks:
                 start += nb
 
 
-def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.Tensor, B: int) -> torch.Tensor:
-    """Per-block ||G_b^T A_b||_F^2 (float64, (B,)), ghost or materialised per bucket;
-    ``blocks``: a :class:`_Blocks`, or the block id of every row (one host read)."""
-    dev = A.device
-    if isinstance(blocks, torch.Tensor):
-        blocks = _Blocks(blocks, B, None)
+def _per_block_sq(blocks: _Blocks, B: int, rows: tuple[torch.Tensor, ...], pads: tuple, fn) -> torch.Tensor:
+    """Per-block ``fn(*padded rows, P)`` (float64, (B,)) over the buckets of ``blocks``: the
+    rows of ``rows`` (row-aligned tensors) of each block of bucket ``P`` gathered into
+    ``(nb, P, ...)``, padded with ``pads`` (one value per tensor)."""
+    dev = rows[0].device
     order, offs, counts = blocks.order, blocks.offs, blocks.counts
-    Az = torch.cat([A[order], A.new_zeros(1, A.shape[1])])
-    Gz = torch.cat([G[order], G.new_zeros(1, G.shape[1])])
-    zero_row = A.shape[0]
-    din, dout = A.shape[1], G.shape[1]
+    padded = [torch.cat([t[order], torch.full((1,) + tuple(t.shape[1:]), v, dtype=t.dtype, device=dev)])
+              for t, v in zip(rows, pads)]
+    pad_row = rows[0].shape[0]
     # fail-safe against a histogram that does not describe these blocks (a batch edited after
     # sampling): a block with rows that no bin covers, or with more rows than its padding,
     # gets an infinite norm, so it is clipped to zero instead of being under-clipped
@@ -633,14 +661,33 @@ def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.T
     for ids, P in blocks.groups:  # padded sizes known on the host: no read here
         ar = torch.arange(P, device=dev)
         idx = offs[ids].unsqueeze(1) + ar.unsqueeze(0)
-        idx = torch.where(ar.unsqueeze(0) < counts[ids].unsqueeze(1), idx, torch.full_like(idx, zero_row))
-        Ab, Gb = Az[idx], Gz[idx]  # (nb, P, d)
-        if P * (din + dout) < din * dout:
-            s = (torch.bmm(Ab, Ab.transpose(1, 2)).double() * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
-        else:
-            s = torch.bmm(Gb.transpose(1, 2), Ab).double().pow(2).sum((1, 2))
+        idx = torch.where(ar.unsqueeze(0) < counts[ids].unsqueeze(1), idx, torch.full_like(idx, pad_row))
+        s = fn(*(t[idx] for t in padded), P)  # (nb, P, ...) each
         out[ids] = torch.where(counts[ids] <= P, s, inf)
     return out
+
+
+def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.Tensor, B: int) -> torch.Tensor:
+    """Per-block ||G_b^T A_b||_F^2 (float64, (B,)), ghost or materialised per bucket;
+    ``blocks``: a :class:`_Blocks`, or the block id of every row (one host read)."""
+    if isinstance(blocks, torch.Tensor):
+        blocks = _Blocks(blocks, B, None)
+    din, dout = A.shape[1], G.shape[1]
+
+    def sq(Ab, Gb, P):
+        if P * (din + dout) < din * dout:
+            return (torch.bmm(Ab, Ab.transpose(1, 2)).double() * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
+        return torch.bmm(Gb.transpose(1, 2), Ab).double().pow(2).sum((1, 2))
+    return _per_block_sq(blocks, B, (A, G), (0, 0), sq)
+
+
+def _index_sq_norms(idx: torch.Tensor, G: torch.Tensor, blocks: _Blocks, B: int) -> torch.Tensor:
+    """Per-block squared norm of an embedding table's gradient ``sum_rows onehot(idx) g^T``
+    (float64, (B,)): the ghost norm ``sum_{n, m} [idx_n = idx_m] <g_n, g_m>`` per bucket."""
+    def sq(Ib, Gb, P):
+        same = (Ib.unsqueeze(2) == Ib.unsqueeze(1)).double()
+        return (same * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
+    return _per_block_sq(blocks, B, (idx, G), (-1, 0), sq)
 
 
 def subgraph_loss(out: torch.Tensor, batch, *, reduction: str = "sum") -> torch.Tensor:

@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["MIXING_LAYERS", "SubgraphMixingError", "check_no_mixing_layers", "check_subgraph_independence"]
+__all__ = ["MIXING_LAYERS", "SubgraphMixingError", "check_no_mixing_layers", "check_subgraph_independence",
+           "mixing_reason"]
 
 _FIX = ("remove it, or replace it with a per-node layer (torch.nn.LayerNorm over the features, "
         "torch_geometric.nn.LayerNorm(mode='node'), or no normalisation)")
@@ -93,6 +94,19 @@ def _label(name: str, kind: str) -> str:
     return f"module {name!r} ({kind})" if name else f"the model ({kind})"
 
 
+# what ldpfast.privacy.fix swaps for a per-node equivalent
+_FIXABLE = ("torch_geometric.nn.BatchNorm", "torch.nn.modules.batchnorm._BatchNorm", "torch_geometric.nn.LayerNorm")
+
+
+def mixing_reason(module: torch.nn.Module) -> tuple[str, bool] | None:
+    """``(why module mixes sub-graphs, whether ldpfast.privacy.fix swaps it)`` for a layer of
+    :data:`MIXING_LAYERS`, else ``None``."""
+    for path, cls, why in _deny_list():
+        if isinstance(module, cls) and _ONLY_IF.get(path, lambda _m: True)(module):
+            return why, path in _FIXABLE
+    return None
+
+
 def check_no_mixing_layers(model: torch.nn.Module) -> None:
     """Refuse a model holding a layer of :data:`MIXING_LAYERS`.
 
@@ -103,12 +117,13 @@ def check_no_mixing_layers(model: torch.nn.Module) -> None:
         sub-graphs, and what to do.
     """
     for name, m in model.named_modules():
-        for path, cls, why in _deny_list():
-            if isinstance(m, cls) and _ONLY_IF.get(path, lambda _m: True)(m):
-                raise SubgraphMixingError(
-                    f"{_label(name, type(m).__name__)}: {why}, so one node's sub-graph would change the "
-                    "gradients of other sub-graphs and per-sub-graph clipping would not bound its influence by "
-                    f"C, as the accountant assumes; {_FIX}")
+        found = mixing_reason(m)
+        if found is not None:
+            fix = " (ldpfast.privacy.fix(model) does this swap)" if found[1] else ""
+            raise SubgraphMixingError(
+                f"{_label(name, type(m).__name__)}: {found[0]}, so one node's sub-graph would change the "
+                "gradients of other sub-graphs and per-sub-graph clipping would not bound its influence by "
+                f"C, as the accountant assumes; {_FIX}{fix}")
 
 
 # ----------------------------------------------------------------------------- runtime check
