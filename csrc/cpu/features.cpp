@@ -37,11 +37,16 @@ inline int64_t row_block(int64_t row_bytes) {
     return std::max<int64_t>(1, std::min<int64_t>(rowkeys::MAX_ROWS, 16384 / std::max<int64_t>(1, row_bytes)));
 }
 
-// The first column of row xr outside its domain, or -1 (no early exit: the scan vectorises).
+// The first column of row xr outside its domain, or -1.  The scan has no early exit and no
+// unsigned 64-bit compare (none in SSE2), so it vectorises: for k in [1, 2^31] (cat_args), x is
+// outside [0, k) iff x >> 31 != 0 (negative or >= 2^31) or k - 1 - x < 0 (outside_domain's test).
 template <class I>
 inline int64_t first_outside_domain(const I* xr, int64_t d, const int64_t* k) {
-    int bad = 0;
-    for (int64_t j = 0; j < d; ++j) bad |= (int)outside_domain(xr[j], k[j]);
+    uint64_t bad = 0;
+    for (int64_t j = 0; j < d; ++j) {
+        const uint64_t v = (uint64_t)(int64_t)xr[j];
+        bad |= (v >> 31) | ((uint64_t)(k[j] - 1) - v) >> 63;
+    }
     if (bad)
         for (int64_t j = 0; j < d; ++j)
             if (outside_domain(xr[j], k[j])) return j;
@@ -94,7 +99,7 @@ int64_t run_chunks(int64_t n, int64_t min_chunk, Chunk chunk) {
 }
 
 template <class I>
-LDP_CLONES static int64_t grr_chunk(const RowSeeds& S, const I* x, I* out, int64_t d, const int64_t* k,
+static int64_t grr_chunk(const RowSeeds& S, const I* x, I* out, int64_t d, const int64_t* k,
                                     const uint64_t* T, int64_t b, int64_t e) {
     return keyed_pass(S, x, d, b, e, [&](int64_t i) { return first_outside_domain(x + i * d, d, k); },
                       [&](int64_t i0, int64_t i1, const uint64_t* seeds) {
@@ -111,7 +116,7 @@ int64_t grr_t(const RowSeeds& S, const I* x, I* out, int64_t n, int64_t d, const
 // GRR-FS: each step of fs_slots / fs_select / fs_finish runs for the whole checked block before
 // the next (the block's rows are in cache since its digest).
 template <class I>
-LDP_CLONES static int64_t grr_fs_chunk(const RowSeeds& S, const I* x, I* out, int64_t d, const int64_t* k,
+static int64_t grr_fs_chunk(const RowSeeds& S, const I* x, I* out, int64_t d, const int64_t* k,
                                        const uint64_t* T, int64_t m, FsFlags f, int64_t b, int64_t e) {
     return keyed_pass(S, x, d, b, e, [&](int64_t i) { return first_outside_domain(x + i * d, d, k); },
                       [&](int64_t i0, int64_t i1, const uint64_t* seeds) {
@@ -134,7 +139,7 @@ int64_t grr_fs_t(const RowSeeds& S, const I* x, I* out, int64_t n, int64_t d, co
 }
 
 template <class F>
-LDP_CLONES static int64_t onebit_chunk(const RowSeeds& S, const F* x, int8_t* out, int64_t d, double alpha,
+static int64_t onebit_chunk(const RowSeeds& S, const F* x, int8_t* out, int64_t d, double alpha,
                                        double beta, uint64_t T_lo, double span, int64_t b, int64_t e) {
     return keyed_pass(S, x, d, b, e, [&](int64_t i) { return first_outside_range(x + i * d, d, alpha, beta); },
                       [&](int64_t i0, int64_t i1, const uint64_t* seeds) {
@@ -154,7 +159,7 @@ int64_t onebit_t(const RowSeeds& S, const F* x, int8_t* out, int64_t n, int64_t 
 }
 
 template <class F>
-LDP_CLONES static int64_t multibit_chunk(const RowSeeds& S, const F* x, int8_t* out, int64_t d, int64_t m,
+static int64_t multibit_chunk(const RowSeeds& S, const F* x, int8_t* out, int64_t d, int64_t m,
                                          double alpha, double beta, uint64_t T_lo, double span, int64_t b,
                                          int64_t e) {
     return keyed_pass(S, x, d, b, e, [&](int64_t i) { return first_outside_range(x + i * d, d, alpha, beta); },

@@ -17,7 +17,7 @@
 #error "the row digest reads words with memcpy: little-endian hosts only (as the CUDA build)"
 #endif
 
-// Hot loops of the C++ mechanisms get an AVX-512 and an AVX2 copy besides the baseline one
+// derive_seeds gets an AVX-512 and an AVX2 copy besides the baseline one
 // (GCC function multi-versioning, picked at load time): same arithmetic, same bits.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define LDP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
