@@ -45,6 +45,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = Path(__file__).with_name("regress_reference.json")
@@ -74,11 +75,17 @@ def _graph(n: int, pairs: int, seed: int = 0):
     return ei, to_csr(ei, n)
 
 
+# --full: the sizes of the project's targets (BENCHMARKS.md) instead of the ~1 minute ones.
+FULL = "--full" in sys.argv
+
+
 class Case:
     name = ""
     family = ""
     what = ""
     base_name = ""
+    extra: ClassVar[dict] = {}  # further baselines: name -> method name (timed in the same rounds, plain runs only)
+    work = None  # (count, unit) for a throughput column, e.g. (directed edges, "M edges/s")
 
     def setup(self):
         raise NotImplementedError
@@ -92,7 +99,7 @@ class Case:
 
 class Multibit(Case):
     name, family, base_name = "multibit", "features", "x.clone()"
-    n, d = 250_000, 128
+    n, d = (1_000_000 if FULL else 250_000), 128
     what = f"multibit_encode, float32 {n} x {d}, eps 1 (m = 1)"
 
     def setup(self):
@@ -138,8 +145,9 @@ class MultibitKeyed(Multibit):
 
 class GrrFs(Case):
     name, family, base_name = "grr_fs", "features", "x.clone()"
-    n, d, m = 250_000, 128, 10
+    n, d, m = (1_000_000 if FULL else 250_000), 128, 10
     what = f"grr_fs, int64 binary {n} x {d}, eps_x 1, m = {m}"
+    extra: ClassVar[dict] = {"vectorised torch (top-k sampling, as RGNN's code)": "torch"}
 
     def setup(self):
         import torch
@@ -153,6 +161,21 @@ class GrrFs(Case):
 
     def base(self, s):
         return s["x"].clone()
+
+    def torch(self, s):
+        import torch
+
+        x, (n, d), gamma = s["x"], s["x"].shape, 2
+        idx = torch.rand(n, d).topk(self.m, dim=1).indices
+        sel = torch.zeros(n, d, dtype=torch.bool).scatter_(1, idx, True)
+        del idx
+        p = math.exp(1.0) / (math.exp(1.0) + gamma - 1)
+        keep = torch.rand(n, d) < p
+        other = torch.randint(0, gamma - 1, (n, d))
+        other += (other >= x).to(other.dtype)
+        grr = torch.where(keep, x, other)
+        del keep, other
+        return torch.where(sel, grr, torch.randint(0, gamma, (n, d)))
 
 
 class RRLabels(Case):
@@ -176,19 +199,23 @@ class RRLabels(Case):
 
 class Dprr(Case):
     name, family, base_name = "dprr", "edges", "edge_index.clone()"
-    n, pairs = 250_000, 2_500_000
+    n, pairs = (1_000_000, 10_000_000) if FULL else (250_000, 2_500_000)
+    work = (None, "M edges/s")
     what = f"DPRR transform on Data(edge_index), {n} nodes, ~{2 * pairs / 1e6:.0f}M directed edges, eps 1"
 
     def setup(self):
         from torch_geometric.data import Data
 
         ei, _ = _graph(self.n, self.pairs)
+        self.work = (ei.shape[1], "M edges/s")
         return {"ei": ei, "Data": Data}
 
     def impl(self, s):
         from ldpfast.transforms.edges import DPRR
 
-        return DPRR(1.0, seed=12345)(s["Data"](edge_index=s["ei"], num_nodes=self.n)).edge_index
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # NoisyGraphWarning: a random sparse graph at eps 1
+            return DPRR(1.0, seed=12345)(s["Data"](edge_index=s["ei"], num_nodes=self.n)).edge_index
 
     def base(self, s):
         return s["ei"].clone()
@@ -196,7 +223,7 @@ class Dprr(Case):
 
 class KProp(Case):
     name, family, base_name = "kprop", "propagate", "torch.sparse.mm, K times"
-    n, pairs, d, k = 250_000, 2_500_000, 64, 4
+    n, pairs, d, k = (1_000_000, 10_000_000, 64, 4) if FULL else (250_000, 2_500_000, 64, 4)
     what = f"KProp mean, {n} nodes, ~{2 * pairs / 1e6:.0f}M entries, d = {d}, K = {k}"
 
     def setup(self):
@@ -324,8 +351,7 @@ class Runner:
         s = self.state(name)
         if isinstance(s, Exception):
             return {"error": f"{type(s).__name__}: {s}"}
-        case = CASES[name]
-        fn = case.impl if which == "impl" else case.base
+        fn = getattr(CASES[name], which)
         try:
             return timed(fn, s)
         except (NotImplementedError, TypeError, AttributeError, ImportError) as exc:
@@ -368,7 +394,7 @@ def med(xs):
 
 
 def fmt_s(v: float) -> str:
-    return "n/a" if v != v else (f"{v:.3f} s" if v >= 0.01 else f"{v * 1e3:.2f} ms")
+    return "n/a" if math.isnan(v) else (f"{v:.3f} s" if v >= 0.01 else f"{v * 1e3:.2f} ms")
 
 
 def git(*args, cwd=ROOT) -> str:
@@ -382,9 +408,10 @@ def run_here(names, repeat: int, threads: int) -> dict:
     for name in names:
         case = CASES[name]
         print(f"[regress] {name}: {case.what}", flush=True)
-        calls = {"impl": [], "base": []}
-        for rnd in range(repeat + 1):  # round 0: warm-up
-            for which in ("impl", "base") if rnd % 2 == 0 else ("base", "impl"):
+        whichs = ["impl", "base", *case.extra.values()]
+        calls = {w: [] for w in whichs}
+        for rnd in range(repeat + 1):  # round 0: warm-up; every other round in reverse order
+            for which in whichs if rnd % 2 == 0 else whichs[::-1]:
                 t = r.run(name, which)
                 if "error" in t:
                     calls[which] = t
@@ -399,13 +426,14 @@ def run_here(names, repeat: int, threads: int) -> dict:
 
 def summarise_here(res: dict) -> tuple[list[dict], str]:
     ref = json.loads(REFERENCE.read_text()) if REFERENCE.exists() else {}
-    rows, lines = [], ["| case | ldpfast CPU (wall) | baseline CPU (wall) | ratio CPU (wall) | reference ratio CPU |",
-                       "|---|---|---|---|---|"]
+    head = ("| case | ldpfast CPU (wall) | baseline CPU (wall) | ratio CPU (wall) | reference ratio CPU "
+            "| other baselines: their time / ldpfast's, CPU (wall) |")
+    rows, lines = [], [head, "|---|---|---|---|---|---|"]
     for name, calls in res.items():
         case = CASES[name]
         if isinstance(calls["impl"], dict) or isinstance(calls["base"], dict):
             err = calls["impl"] if isinstance(calls["impl"], dict) else calls["base"]
-            lines.append(f"| {name} | n/a ({err['error']}) | | | |")
+            lines.append(f"| {name} | n/a ({err['error']}) | | | | |")
             rows.append({"case": name, "error": err["error"]})
             continue
         ic, iw = med([t["cpu"] for t in calls["impl"]]), med([t["wall"] for t in calls["impl"]])
@@ -414,9 +442,19 @@ def summarise_here(res: dict) -> tuple[list[dict], str]:
         row = {"case": name, "what": case.what, "baseline": case.base_name, "impl_cpu_s": ic, "impl_wall_s": iw,
                "base_cpu_s": bc, "base_wall_s": bw, "ratio_cpu": ic / bc, "ratio_wall": iw / bw,
                "reference_ratio_cpu": rr, "calls": calls}
+        others = []
+        for label, which in case.extra.items():
+            ec, ew = med([t["cpu"] for t in calls[which]]), med([t["wall"] for t in calls[which]])
+            row.setdefault("others", {})[label] = {"cpu_s": ec, "wall_s": ew, "speedup_cpu": ec / ic,
+                                                   "speedup_wall": ew / iw}
+            others.append(f"{label}: {ec / ic:.1f}x ({ew / iw:.1f}x)")
+        if case.work:
+            row["throughput_wall"] = case.work[0] / iw / 1e6
+            others.append(f"{row['throughput_wall']:.1f} {case.work[1]} (wall), {case.work[0] / (ic / 2) / 1e6:.1f} "
+                          "per 2 CPU-seconds")
         rows.append(row)
         lines.append(f"| {name} (vs {case.base_name}) | {fmt_s(ic)} ({fmt_s(iw)}) | {fmt_s(bc)} ({fmt_s(bw)}) | "
-                     f"{ic / bc:.2f} ({iw / bw:.2f}) | {'-' if rr is None else f'{rr:.2f}'} |")
+                     f"{ic / bc:.2f} ({iw / bw:.2f}) | {'-' if rr is None else f'{rr:.2f}'} | {'; '.join(others)} |")
     if ref:
         lines.append(f"\nReference figures: {ref.get('when')} on {ref.get('machine', {}).get('model name')} "
                      f"({ref.get('machine', {}).get('cores')} cores).")
@@ -442,7 +480,7 @@ def build_rev(rev: str, keep: str | None) -> tuple[Path, bool]:
     t0 = time.perf_counter()
     env = dict(os.environ, LDPFAST_BUILD_JOBS=os.environ.get("LDPFAST_BUILD_JOBS", str(os.cpu_count() or 1)))
     p = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=wt, env=env,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, check=False)
     if p.returncode:
         sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
         remove_rev(wt, not keep)
@@ -453,7 +491,7 @@ def build_rev(rev: str, keep: str | None) -> tuple[Path, bool]:
 
 def remove_rev(wt: Path, remove: bool) -> None:
     if remove:
-        subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT, capture_output=True)
+        subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT, capture_output=True, check=False)
         shutil.rmtree(wt.parent, ignore_errors=True)
 
 
@@ -462,7 +500,7 @@ class Worker:
         env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("LDPFAST_BACKEND", None)
         self.p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--threads",
-                                   str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+                                   str(threads), *(["--full"] if FULL else [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
                                   cwd=str(root))
         ready = json.loads(self.p.stdout.readline())
         if Path(ready["ready"]) != (root / "ldpfast").resolve():
@@ -543,6 +581,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed calls per case and side (after one warm-up)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", metavar="PATH", help="write the figures and the machine facts as JSON")
+    ap.add_argument("--full", action="store_true",
+                    help="the targets' sizes (1M x 128 features, 1M nodes / 20M edges) instead of the ~1 minute ones")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:

@@ -1,5 +1,7 @@
 // C++ launchers of the node feature and label randomisers (RGNN GRR / GRR-FS, LPGNN 1-bit /
 // multi-bit, label RR) and input checks: std::thread over rows plus the pybind11 entry points.
+// One pass over the input: each block of rows is read once for its per-user seeds (rowkeys.h),
+// then checked and randomised from cache; the first bad index is returned, as by the CUDA kernels.
 // The per-cell and per-row bodies, the stream layout and the contract are in
 // csrc/common/features.h, shared with the CUDA launchers (csrc/cuda/features.cu); twin:
 // ldpfast/_numba/features.py.
