@@ -62,29 +62,43 @@ struct RowSeeds {
     int64_t nbytes = 0, nb = 0;
     uint32_t K[fp::KEY_WORDS];
     std::vector<u32x4> pads;
+    // NH sums of the all-zero word pairs p .. 31 of a block, both lanes: a short last block
+    // (a label's 8 bytes) adds its few pairs to these instead of hashing 248 zero bytes.
+    uint64_t z0[fp::BLOCK_WORDS / 2 + 1], z1[fp::BLOCK_WORDS / 2 + 1];
 
     RowSeeds(const uk::RowKeys& k, int64_t row_bytes) : keys(k), nbytes(row_bytes) {
         if (keys.seeds_in) return;
         nb = (nbytes + fp::BLOCK_BYTES - 1) / fp::BLOCK_BYTES;
         for (int q = 0; q < fp::KEY_WORDS / 4; ++q) fp::nh_key_block(keys.k_nh, q, K);
+        z0[fp::BLOCK_WORDS / 2] = z1[fp::BLOCK_WORDS / 2] = 0;
+        for (int p = fp::BLOCK_WORDS / 2 - 1; p >= 0; --p) {
+            z0[p] = z0[p + 1];
+            z1[p] = z1[p + 1];
+            fp::nh_pair(0, 0, K, 2 * p, z0[p], z1[p]);
+        }
         pads.resize((size_t)nb);
         for (int64_t b = 0; b < nb; ++b) pads[(size_t)b] = fp::block_pad((uint64_t)b, keys.k_pad);
     }
 };
 
 // The NH values of block b of the row at p (whole words by memcpy: any alignment; the last,
-// partial block zero-padded, as fp::nh_block_tail reads it).
+// partial block zero-padded, as fp::nh_block_tail reads it: its pairs past the data are zero
+// pairs, whose sums S.z0, S.z1 hold; sums mod 2^64 in any order are the same).
 __attribute__((always_inline)) inline void row_block_nh(const RowSeeds& S, const uint8_t* p, int64_t b,
                                                         uint64_t& y0, uint64_t& y1) {
     uint32_t m[fp::BLOCK_WORDS];
     const int64_t off = b * fp::BLOCK_BYTES, len = S.nbytes - off;
     if (len >= fp::BLOCK_BYTES) {
         std::memcpy(m, p + off, fp::BLOCK_BYTES);
-    } else {
-        std::memset(m, 0, sizeof(m));
-        std::memcpy(m, p + off, (size_t)len);
+        fp::nh_block(m, S.K, y0, y1);
+        return;
     }
-    fp::nh_block(m, S.K, y0, y1);
+    const int pairs = (int)((len + 7) / 8);  // pairs holding data
+    for (int w = 0; w < 2 * pairs; ++w) m[w] = 0;
+    std::memcpy(m, p + off, (size_t)len);
+    y0 = S.z0[pairs];
+    y1 = S.z1[pairs];
+    for (int q = 0; q < pairs; ++q) fp::nh_pair(m[2 * q], m[2 * q + 1], S.K, 2 * q, y0, y1);
 }
 
 // Seeds of rows [i0, i1) (at most MAX_ROWS) of `rows` (S.nbytes each) into seed[0 .. i1 - i0),
