@@ -21,9 +21,10 @@ keyed call before per-user keys existed) prints "n/a".
 Times are **process CPU seconds** (user + system of the worker, all threads: what sharing the
 machine with other jobs disturbs least) and wall seconds; each figure is the median of
 ``--repeat`` calls after one warm-up.  The change is the median of the per-round ratios
-new / old, and the noise band is half the spread (max - min) of the per-round ratios of the
-*baseline* (the same torch call in both workers, so what it shows is the machine's noise) or
-3%, whichever is larger; a change beyond the band is flagged "slower" / "faster".  JSON (``--json``)
+new / old, and the noise band is half the spread (max - min) of those ratios (the one round
+farthest from the median left out from 5 rounds on), or 3%, whichever is larger; a change
+beyond the band is flagged "slower" / "faster".  The baselines run in both workers too (their
+times are in the JSON: the same torch call on both sides shows the machine's drift).  JSON (``--json``)
 holds every call's figures and the machine facts (CPU model, cores, load average, versions).
 
 Sizes are chosen so that one plain run takes about a minute on the project's 2-core VM.
@@ -541,6 +542,16 @@ def run_against(names, repeat: int, threads: int, old_root: Path) -> dict:
     return res
 
 
+def noise_band(ratios: list[float]) -> float:
+    """Half the spread of the per-round ratios new / old (the round farthest from the median
+    left out when there are 5 or more: one disturbed round), at least MIN_BAND."""
+    r = sorted(ratios)
+    if len(r) >= 5:
+        m = med(r)
+        r = r[1:] if m - r[0] > r[-1] - m else r[:-1]
+    return max(MIN_BAND, (r[-1] - r[0]) / 2)
+
+
 def summarise_against(res: dict, old_label: str) -> tuple[list[dict], str]:
     lines = [f"| case | old ({old_label}) CPU | new CPU | new/old CPU (wall) | noise band | verdict |",
              "|---|---|---|---|---|---|"]
@@ -555,12 +566,7 @@ def summarise_against(res: dict, old_label: str) -> tuple[list[dict], str]:
             continue
         pr = [b["cpu"] / a["cpu"] for a, b in zip(o, n)]
         pw = [b["wall"] / a["wall"] for a, b in zip(o, n)]
-        ob, nb = r["old"]["base"], r["new"]["base"]
-        if isinstance(ob, list) and isinstance(nb, list) and ob and nb:
-            br = [b["cpu"] / a["cpu"] for a, b in zip(ob, nb)]
-            band = max(MIN_BAND, (max(br) - min(br)) / 2)
-        else:
-            band = max(MIN_BAND, (max(pr) - min(pr)) / 2)
+        band = noise_band(pr)
         change = med(pr)
         verdict = "slower" if change > 1 + band else "faster" if change < 1 - band else "same"
         oc, nc = med([t["cpu"] for t in o]), med([t["cpu"] for t in n])
@@ -583,10 +589,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="write the figures and the machine facts as JSON")
     ap.add_argument("--full", action="store_true",
                     help="the targets' sizes (1M x 128 features, 1M nodes / 20M edges) instead of the ~1 minute ones")
+    ap.add_argument("--summarise", metavar="JSON", help="print the table of a run saved with --json again")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
         return worker(a.threads)
+    if a.summarise:
+        saved = json.loads(Path(a.summarise).read_text())
+        res = {n: c["calls"] for n, c in saved["cases"].items()}
+        table = (summarise_against(res, saved["old"]) if "old" in saved else summarise_here(res))[1]
+        print(f"{saved['when']}, new = {saved['new']}, {saved['machine'].get('model name')}, load "
+              f"{saved['machine']['load_avg'][0]:.1f} -> {saved['load_avg_end'][0]:.1f}\n\n{table}")
+        return 0
     if a.repeat < 1:
         raise SystemExit("--repeat: expected an int >= 1")
     t0 = time.perf_counter()
