@@ -15,7 +15,16 @@ from .._checks import check_eps, check_int, check_mask, check_tensor
 from ..privacy.budget import Spent
 from ..privacy.ldp import grr_probs, grr_threshold
 from ..privacy.users import DEFAULT_DOMAIN, keying_of
-from .features import _FUSED, INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernel_seeds, _kernels, _seeds_for
+from .features import (
+    _FUSED,
+    INT_DTYPES,
+    MAX_DOMAIN,
+    _array_view,
+    _device_of,
+    _kernel_seeds,
+    _kernels,
+    _seeds_for,
+)
 
 __all__ = ["rr_labels"]
 
