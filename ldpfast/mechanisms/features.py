@@ -4,13 +4,14 @@ Every randomiser runs on a whole ``n x d`` matrix in one compiled kernel (bodies
 ``csrc/common/features.h``, run by the C++ launchers ``csrc/cpu/features.cpp`` and the CUDA
 launchers ``csrc/cuda/features.cu``; Numba twin ``ldpfast/_numba/features.py``; bit-identical
 for one seed and independent of the thread count and backend), validates its input completely
-(CPU: before the kernel runs; CUDA: in the kernel's own pass, the output dropped on error),
+(C++ and CUDA: in the kernel's own pass, the output dropped on error; Numba: before the kernel),
 never writes its input, and returns ``(output, Spent)``: the privacy guarantee per node (per
 user) and the parameters used (never the seed: it would undo the noise).
 
-CUDA tensors stay on their device: one kernel per call digests each row, derives its seed,
-checks and randomises it (the row re-read from cache), into an output allocated there; the host
-reads back one index (the error decision).
+One pass over the input on C++ and CUDA alike: one kernel per call digests each row (block of
+rows), derives its seed, checks and randomises it (the row re-read from cache), whether or not the
+call gives user keys.  CUDA tensors stay on their device, the output is allocated there and the
+host reads back one index (the error decision).
 
 Papers
 ------
