@@ -616,7 +616,8 @@ def main(argv=None) -> int:
             res = run_against(a.cases, a.repeat, a.threads, wt)
         finally:
             remove_rev(wt, remove)
-        out["old"] = f"{a.against} ({git('rev-parse', '--short', a.against)})"
+        short = git("rev-parse", "--short", a.against)
+        out["old"] = a.against if short.startswith(a.against) else f"{a.against} ({short})"
         rows, table = summarise_against(res, out["old"])
     else:
         rows, table = summarise_here(run_here(a.cases, a.repeat, a.threads))
