@@ -456,3 +456,29 @@ def test_multibit_on_two_datasets_under_one_secret_share_no_bits(cora):
     b, _ = multibit_encode(x, 4.0, 4, seed=1, dataset="b")
     same_cols = ((a != 0) == (b != 0)).all(1).float().mean()
     assert same_cols < 0.01  # the sampled dimensions are drawn independently
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 33, 64, 65, 128, 300])
+def test_cpp_kernels_derive_the_seeds_of_report_keys(width):
+    # The C++ mechanisms derive each row's seed in their own pass (csrc/cpu/rowkeys.h: lanes of
+    # Philox, pads made once, short last blocks from the zero-pair sums): the seeds and report
+    # ids of the separate userkey kernels, for any row width (whole and partial 256-byte
+    # blocks) and for labels with their mask as the extra flags.  Changing a byte changes the seed.
+    g = np.random.default_rng(width)
+    n = 41
+    x = g.integers(0, 2, (n, width)).astype(np.int32)
+    keys = g.permutation(10_000)[:n].astype(np.int64)
+    ctx = context(7, "d", "grr", {"w": width})
+    k = lambda so, ri, ex=None: (keys, ex, ctx.k_nh, ctx.k_pad, ctx.k_prf, ctx.k_a, ctx.k_b, ctx.k_c, so, ri)
+    want, wid = report_keys(ctx, torch.from_numpy(keys), torch.from_numpy(x), ids=True)
+    so, ri = np.empty(n, np.int64), np.empty(n, np.int64)
+    assert C.grr(x, np.full(width, 2, np.int64), np.full(width, 2**31, np.uint64), k(so, ri), np.empty_like(x)) == -1
+    assert np.array_equal(so, want.numpy()) and np.array_equal(ri.view(np.uint64), wid)
+    x[5, width - 1] ^= 1
+    so2 = np.empty(n, np.int64)
+    C.grr(x, np.full(width, 2, np.int64), np.full(width, 2**31, np.uint64), k(so2, None), np.empty_like(x))
+    assert (so2 != so).tolist() == [i == 5 for i in range(n)]
+    y, m = x[:, 0].astype(np.int64), g.random(n) < 0.5
+    want, wid = report_keys(ctx, torch.from_numpy(keys), torch.from_numpy(y), extra=torch.from_numpy(m), ids=True)
+    assert C.rr_labels(y, m, 2, 2**31, k(so, ri, m.astype(np.int64)), np.empty_like(y)) == -1
+    assert np.array_equal(so, want.numpy()) and np.array_equal(ri.view(np.uint64), wid)

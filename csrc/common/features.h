@@ -254,6 +254,21 @@ LDP_HD FsFlags fs_flags(const int64_t* k, int64_t d) {
     return f;
 }
 
+#if !defined(__CUDACC__)
+// Host: the four columns of each nibble value, (I)((q >> t) & 1), as one row to copy (a
+// vector move per four columns instead of a shift, mask and store per column).
+template <class I>
+struct Nibbles {
+    I v[16][4];
+    constexpr Nibbles() : v() {
+        for (int q = 0; q < 16; ++q)
+            for (int t = 0; t < 4; ++t) v[q][t] = (I)((q >> t) & 1);
+    }
+};
+template <class I>
+inline constexpr Nibbles<I> NIBBLES{};
+#endif
+
 template <class I>
 LDP_HD void fs_slots(I* o, int64_t d, const int64_t* k, FsFlags f, uint64_t seed, uint64_t i) {
     if (f.uniform_b == 1) {  // binary features: one word gives 32 columns
@@ -261,7 +276,11 @@ LDP_HD void fs_slots(I* o, int64_t d, const int64_t* k, FsFlags f, uint64_t seed
         int64_t j0 = 0;
         for (; j0 + 32 <= d; j0 += 32) {  // fixed trip count: unrolled, constant shifts
             const uint32_t w = g.next_u32();
+#if !defined(__CUDACC__)
+            for (int t = 0; t < 32; t += 4) __builtin_memcpy(o + j0 + t, NIBBLES<I>.v[(w >> t) & 15u], 4 * sizeof(I));
+#else
             for (int t = 0; t < 32; ++t) o[j0 + t] = (I)((w >> t) & 1u);
+#endif
         }
         if (j0 < d) {
             const uint32_t w = g.next_u32();

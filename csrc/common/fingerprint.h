@@ -71,15 +71,27 @@ LDP_HD void nh_block(const uint32_t* m, const uint32_t* K, uint64_t& y0, uint64_
     for (int i = 0; i < BLOCK_WORDS; i += 2) nh_pair(m[i], m[i + 1], K, i, y0, y1);
 }
 
+// The pad P(b) of block b (the same for every string of one key: a launcher may make them once).
+LDP_HD u32x4 block_pad(uint64_t b, uint64_t k_pad) {
+    return philox_key64(u32x4{{(uint32_t)b, (uint32_t)(b >> 32), 0u, 0u}}, k_pad);
+}
+
+// The PRF input of a block with NH values (y0, y1) and pad P: (Y_0 ^ (P0, P1), Y_1 ^ (P2, P3)).
+LDP_HD u32x4 prf_input(uint64_t y0, uint64_t y1, const u32x4& P) {
+    return u32x4{{(uint32_t)y0 ^ P.v[0], (uint32_t)(y0 >> 32) ^ P.v[1], (uint32_t)y1 ^ P.v[2],
+                  (uint32_t)(y1 >> 32) ^ P.v[3]}};
+}
+
+// Adds a block's PRF output R to the sums (s0, s1).
+LDP_HD void add_term(const u32x4& R, uint64_t& s0, uint64_t& s1) {
+    s0 += (uint64_t)R.v[0] | ((uint64_t)R.v[1] << 32);
+    s1 += (uint64_t)R.v[2] | ((uint64_t)R.v[3] << 32);
+}
+
 // The PRF term of block b with NH values (y0, y1): adds it to (s0, s1).
 LDP_HD void block_term(uint64_t y0, uint64_t y1, uint64_t b, uint64_t k_pad, uint64_t k_prf, uint64_t& s0,
                        uint64_t& s1) {
-    const u32x4 P = philox_key64(u32x4{{(uint32_t)b, (uint32_t)(b >> 32), 0u, 0u}}, k_pad);
-    const u32x4 u = {{(uint32_t)y0 ^ P.v[0], (uint32_t)(y0 >> 32) ^ P.v[1], (uint32_t)y1 ^ P.v[2],
-                      (uint32_t)(y1 >> 32) ^ P.v[3]}};
-    const u32x4 R = philox_key64(u, k_prf);
-    s0 += (uint64_t)R.v[0] | ((uint64_t)R.v[1] << 32);
-    s1 += (uint64_t)R.v[2] | ((uint64_t)R.v[3] << 32);
+    add_term(philox_key64(prf_input(y0, y1, block_pad(b, k_pad)), k_prf), s0, s1);
 }
 
 // The last block of a string whose length is not a multiple of BLOCK_BYTES (or any block,

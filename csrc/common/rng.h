@@ -96,9 +96,19 @@ struct GeomParams {
     int shift;
     // 16 bytes each, byte j for bucket j, packed in two words (read with constant indices
     // only: a byte array indexed by j would put GeomParams in CUDA local memory).
+    // A host reads byte j directly (one load; the words are little endian there, as everywhere
+    // ldpfast builds): the same byte as the device's shift and mask.
     uint64_t klo_w[2], khi_w[2];
+#if !defined(__CUDA_ARCH__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "GeomParams reads its packed bytes directly on the host: little-endian hosts only"
+#endif
+#if defined(__CUDA_ARCH__)
     LDP_HD unsigned klo(int j) const { return (unsigned)(((j < 8 ? klo_w[0] : klo_w[1]) >> (8 * (j & 7))) & 0xFFu); }
     LDP_HD unsigned khi(int j) const { return (unsigned)(((j < 8 ? khi_w[0] : khi_w[1]) >> (8 * (j & 7))) & 0xFFu); }
+#else
+    LDP_HD unsigned klo(int j) const { return ((const unsigned char*)klo_w)[j]; }
+    LDP_HD unsigned khi(int j) const { return ((const unsigned char*)khi_w)[j]; }
+#endif
 };
 
 LDP_HD GeomParams geom_params(double p) {

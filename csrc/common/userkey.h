@@ -56,18 +56,28 @@ LDP_HD void set_term(int64_t key, uint64_t k_set, uint64_t& t0, uint64_t& t1) {
     t1 = (uint64_t)r.v[2] | ((uint64_t)r.v[3] << 32);
 }
 
+// The chain's pieces (report_key below; the C++ launchers run each step for many rows at once,
+// csrc/cpu/rowkeys.h): the first block, the second block (a ^ digest), and a 64-bit word of an
+// output block (the seed of b, the report id of c).
+LDP_HD u32x4 chain_first(int64_t ukey, uint64_t extra) {
+    const uint64_t u = (uint64_t)ukey;
+    return u32x4{{(uint32_t)u, (uint32_t)(u >> 32), (uint32_t)extra, (uint32_t)(extra >> 32)}};
+}
+
+LDP_HD u32x4 chain_second(const u32x4& a, uint64_t s0, uint64_t s1) {
+    return u32x4{{a.v[0] ^ (uint32_t)s0, a.v[1] ^ (uint32_t)(s0 >> 32), a.v[2] ^ (uint32_t)s1,
+                  a.v[3] ^ (uint32_t)(s1 >> 32)}};
+}
+
+LDP_HD uint64_t low_word(const u32x4& b) { return (uint64_t)b.v[0] | ((uint64_t)b.v[1] << 32); }
+
 // The chain above: seed and report id of one user.
 LDP_HD void report_key(int64_t ukey, uint64_t extra, uint64_t s0, uint64_t s1, uint64_t k_a, uint64_t k_b,
                        uint64_t k_c, uint64_t& seed, uint64_t& rid) {
-    const uint64_t u = (uint64_t)ukey;
-    const u32x4 a = fp::philox_key64(
-        u32x4{{(uint32_t)u, (uint32_t)(u >> 32), (uint32_t)extra, (uint32_t)(extra >> 32)}}, k_a);
-    const u32x4 b = fp::philox_key64(u32x4{{a.v[0] ^ (uint32_t)s0, a.v[1] ^ (uint32_t)(s0 >> 32),
-                                             a.v[2] ^ (uint32_t)s1, a.v[3] ^ (uint32_t)(s1 >> 32)}},
-                                     k_b);
-    const u32x4 c = fp::philox_key64(b, k_c);
-    seed = (uint64_t)b.v[0] | ((uint64_t)b.v[1] << 32);
-    rid = (uint64_t)c.v[0] | ((uint64_t)c.v[1] << 32);
+    const u32x4 a = fp::philox_key64(chain_first(ukey, extra), k_a);
+    const u32x4 b = fp::philox_key64(chain_second(a, s0, s1), k_b);
+    seed = low_word(b);
+    rid = low_word(fp::philox_key64(b, k_c));
 }
 
 // One release's keys for a kernel that derives its rows' seeds itself (the CUDA feature

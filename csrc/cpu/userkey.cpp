@@ -2,6 +2,9 @@
 // csrc/common/userkey.h): std::thread over rows (digests, seeds) or over neighbour rows (set
 // digests).  Every output cell is a function of its own row only, so the thread count never
 // changes a bit.
+#include <algorithm>
+#include <vector>
+
 #include "../common/userkey.h"
 #include "buffers.h"
 #include "parallel.h"
@@ -94,9 +97,54 @@ void report_keys(py::array ukeys, py::object extra, py::object digests, uint64_t
     }, 4096);
 }
 
+// check_keys(keys: int64 (n)) -> (smallest negative key or None, smallest key held twice or None):
+// what ldpfast/privacy/users.py requires of user keys (distinct, in [0, 2^63)), in O(n) when the
+// keys span at most 64 n values (a bitmap: row indices, ids from a counter), else by a sort.
+py::tuple check_keys(py::array keys) {
+    const int64_t* k = cdata_ptr<int64_t>(keys, "keys");
+    const int64_t n = (int64_t)keys.size();
+    if (n == 0) return py::make_tuple(py::none(), py::none());
+    int64_t lo = k[0], hi = k[0], dup = 0;
+    bool has_dup = false;
+    {
+        py::gil_scoped_release nogil;
+        for (int64_t i = 1; i < n; ++i) {
+            lo = std::min(lo, k[i]);
+            hi = std::max(hi, k[i]);
+        }
+        if (lo >= 0) {
+            const uint64_t span = (uint64_t)(hi - lo) + 1;
+            if (span / 64 <= (uint64_t)n) {
+                std::vector<uint64_t> seen(span / 64 + 1, 0);
+                for (int64_t i = 0; i < n; ++i) {
+                    const uint64_t v = (uint64_t)(k[i] - lo), bit = 1ull << (v & 63);
+                    uint64_t& w = seen[v >> 6];
+                    if ((w & bit) && (!has_dup || k[i] < dup)) {
+                        dup = k[i];
+                        has_dup = true;
+                    }
+                    w |= bit;
+                }
+            } else {
+                std::vector<int64_t> s(k, k + n);
+                std::sort(s.begin(), s.end());
+                for (int64_t i = 1; i < n && !has_dup; ++i)
+                    if (s[i] == s[i - 1]) {
+                        dup = s[i];
+                        has_dup = true;
+                    }
+            }
+        }
+    }
+    if (lo < 0) return py::make_tuple(lo, py::none());
+    return py::make_tuple(py::none(), has_dup ? py::object(py::int_(dup)) : py::object(py::none()));
+}
+
 }  // namespace
 
 void register_userkey(py::module_& m) {
+    m.def("check_keys", &check_keys, "(smallest negative key or None, smallest repeated key or None) of int64 user keys",
+          py::arg("keys"));
     m.def("row_digests", &row_digests, "Keyed digest of each row of a uint8 (n, nbytes) array (csrc/common/userkey.h)",
           py::arg("rows"), py::arg("k_nh"), py::arg("k_pad"), py::arg("k_prf"), py::arg("out"));
     m.def("set_digests", &set_digests, "Keyed digest of each CSR row's set of neighbour keys (csrc/common/userkey.h)",

@@ -4,13 +4,14 @@ Every randomiser runs on a whole ``n x d`` matrix in one compiled kernel (bodies
 ``csrc/common/features.h``, run by the C++ launchers ``csrc/cpu/features.cpp`` and the CUDA
 launchers ``csrc/cuda/features.cu``; Numba twin ``ldpfast/_numba/features.py``; bit-identical
 for one seed and independent of the thread count and backend), validates its input completely
-(CPU: before the kernel runs; CUDA: in the kernel's own pass, the output dropped on error),
+(C++ and CUDA: in the kernel's own pass, the output dropped on error; Numba: before the kernel),
 never writes its input, and returns ``(output, Spent)``: the privacy guarantee per node (per
 user) and the parameters used (never the seed: it would undo the noise).
 
-CUDA tensors stay on their device: one kernel per call digests each row, derives its seed,
-checks and randomises it (the row re-read from cache), into an output allocated there; the host
-reads back one index (the error decision).
+One pass over the input on C++ and CUDA alike: one kernel per call digests each row (block of
+rows), derives its seed, checks and randomises it (the row re-read from cache), whether or not the
+call gives user keys.  CUDA tensors stay on their device, the output is allocated there and the
+host reads back one index (the error decision).
 
 Papers
 ------
@@ -74,6 +75,11 @@ def _kernels(device: str, backend: str | None):
     return _backend.get(device, name), name
 
 
+# Backends whose mechanism kernels check the input and derive each row's seed in their own pass
+# over x (one read of x; the input check's first bad index is returned, the output dropped).
+_FUSED = ("cpp", "cuda")
+
+
 def _array_view(device: str):
     """How tensors cross into the kernels: zero-copy NumPy views for the CPU backends, the
     tensors themselves (by pointer) for CUDA."""
@@ -117,23 +123,23 @@ def _domain_param(k: np.ndarray):
 
 def _kernel_input(x: torch.Tensor, backend: str | None, check) -> tuple:
     """Kernel module, backend name, contiguous ``x`` on its own device and the kernels' array
-    view (:func:`_array_view`), after ``check(K, view(x))`` has validated every value on the CPU
-    backends (so nothing runs on bad input).  The CUDA kernels check in their own pass instead
-    (no second read of ``x``): :func:`_checked` raises from the index they return."""
+    view (:func:`_array_view`), after ``check(K, view(x))`` has validated every value on the
+    Numba backend (so nothing runs on bad input).  The C++ and CUDA kernels check in their own
+    pass instead (no second read of ``x``): :func:`_checked` raises from the index they return."""
     device = _device_of(x=x)
     K, name = _kernels(device, backend)
     xc = x.detach().contiguous()
     view = _array_view(device)
-    if name != "cuda":
+    if name not in _FUSED:
         check(K, view(xc))
     return K, name, xc, view
 
 
 def _checked(name: str, check, K, xa, bad, keying=None, seeds=None) -> None:
-    """After a CUDA mechanism kernel: raise as ``check`` would from the first bad flat index it
-    flagged (its output is then discarded with the exception; the input is never written), else
+    """After a C++ or CUDA mechanism kernel: raise as ``check`` would from the first bad flat index
+    it flagged (its output is then discarded with the exception; the input is never written), else
     record the release whose seeds the kernel derived (``seeds``: the :func:`_seeds_for` it got)."""
-    if name == "cuda":
+    if name in _FUSED:
         check(K, xa, bad=bad)
         keying.record(seeds)
 
@@ -164,13 +170,24 @@ def _check_values_in_range(K, xa, alpha: float, beta: float, name: str = "x", ba
 
 def _seeds_for(keying, mechanism: str, params: dict, x: torch.Tensor, name: str, extra=None):
     """Per-row report seeds of one release (:mod:`ldpfast.privacy.users`), each row's input
-    being its own row of ``x``: a NumPy uint64 view for the CPU kernels; for CUDA the release's
-    :class:`~ldpfast.privacy.users.KernelKeys`, the kernel deriving each row's seed as it reads
-    the row (one pass over ``x``; the caller records the release after the launch,
-    :func:`_checked`)."""
-    if name == "cuda":
+    being its own row of ``x``: a NumPy uint64 view for the Numba kernels; for C++ and CUDA the
+    release's :class:`~ldpfast.privacy.users.KernelKeys`, the kernel deriving each row's seed as
+    it reads the row (one pass over ``x``; pass it through :func:`_kernel_seeds`; the caller
+    records the release after the launch, :func:`_checked`)."""
+    if name in _FUSED:
         return keying.kernel_keys(mechanism, params, x.shape[0], x.device, rows=x, extra=extra)
     return keying.seeds(mechanism, params, x.shape[0], x.device, rows=x, extra=extra).numpy().view(np.uint64)
+
+
+def _kernel_seeds(name: str, seeds):
+    """The seeds argument of a mechanism kernel: the :func:`_seeds_for` result itself, or for the
+    C++ kernels a KernelKeys as the tuple ``csrc/cpu/features.cpp`` reads (user keys, extra, the
+    six 64-bit keys, the seeds and report-id outputs: NumPy views, written in place)."""
+    if name != "cpp":
+        return seeds
+    c, u = seeds.ctx, (lambda t: None if t is None else t.numpy())
+    return (u(seeds.keys), u(seeds.extra), c.k_nh, c.k_pad, c.k_prf, c.k_a, c.k_b, c.k_c, u(seeds.seeds),
+            u(seeds.rids))
 
 
 _KEYING_DOC = """seed : int, optional
@@ -253,7 +270,7 @@ def grr(x: torch.Tensor, k, eps: float, seed: int | None = None, *, user_keys=No
     K, name, xc, view = _kernel_input(x2, backend, check)
     seeds = _seeds_for(keying, "grr", {"eps": eps, "k": _domain_param(kk), "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    _checked(name, check, K, view(xc), K.grr(view(xc), kk, T, seeds, view(out)), keying, seeds)
+    _checked(name, check, K, view(xc), K.grr(view(xc), kk, T, _kernel_seeds(name, seeds), view(out)), keying, seeds)
     spent = Spent("grr", "features", eps * d, guarantee="eps-LDP per node",
                   params={"eps_per_value": eps, "d": d, "k": _domain_param(kk), "backend": name,
                           "source": "RGNN sec. IV-A (GRR); sequential composition over d"})
@@ -319,7 +336,7 @@ def grr_fs(x: torch.Tensor, domain, eps_x: float, m: int, seed: int | None = Non
     seeds = _seeds_for(keying, "grr_fs", {"eps_x": eps_x, "m": m, "k": _domain_param(gam),
                                           "accounting": accounting, "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc)
-    _checked(name, check, K, view(xc), K.grr_fs(view(xc), gam, T, m, seeds, view(out)), keying, seeds)
+    _checked(name, check, K, view(xc), K.grr_fs(view(xc), gam, T, m, _kernel_seeds(name, seeds), view(out)), keying, seeds)
     exact = grr_fs_epsilon_exact(eps_x, m, d)
     thm1 = grr_fs_epsilon(eps_x, m, d)
     if accounting == "exact":
@@ -400,7 +417,8 @@ def onebit(x: torch.Tensor, eps: float, alpha: float = 0.0, beta: float = 1.0,
     seeds = _seeds_for(keying, "onebit", {"eps": eps, "alpha": alpha, "beta": beta, "d": d,
                                           "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    _checked(name, check, K, view(xc), K.onebit(view(xc), alpha, beta, t_lo, span, seeds, view(out)), keying, seeds)
+    _checked(name, check, K, view(xc), K.onebit(view(xc), alpha, beta, t_lo, span, _kernel_seeds(name, seeds),
+                                                      view(out)), keying, seeds)
     spent = Spent("onebit", "features", eps, guarantee="eps-LDP per node",
                   params={"eps_per_dim": eps / d, "d": d, "alpha": alpha, "beta": beta, "m": d,
                           "backend": name,
@@ -459,7 +477,8 @@ def multibit_encode(x: torch.Tensor, eps: float, m: int | None = None, alpha: fl
     seeds = _seeds_for(keying, "multibit", {"eps": eps, "m": m, "alpha": alpha, "beta": beta, "d": d,
                                             "dtype": str(xc.dtype)}, xc, name)
     out = torch.empty_like(xc, dtype=torch.int8)
-    _checked(name, check, K, view(xc), K.multibit_encode(view(xc), m, alpha, beta, t_lo, span, seeds, view(out)), keying, seeds)
+    _checked(name, check, K, view(xc), K.multibit_encode(
+        view(xc), m, alpha, beta, t_lo, span, _kernel_seeds(name, seeds), view(out)), keying, seeds)
     spent = Spent("multibit", "features", eps, guarantee="eps-LDP per node",
                   params={"m": m, "eps_per_dim": eps / m, "d": d, "alpha": alpha, "beta": beta,
                           "backend": name,

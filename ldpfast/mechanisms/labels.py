@@ -16,7 +16,16 @@ from .._checks import check_eps, check_int, check_mask, check_tensor
 from ..privacy.budget import Spent
 from ..privacy.ldp import grr_probs, grr_threshold
 from ..privacy.users import DEFAULT_DOMAIN, keying_of
-from .features import INT_DTYPES, MAX_DOMAIN, _array_view, _device_of, _kernels, _seeds_for
+from .features import (
+    _FUSED,
+    INT_DTYPES,
+    MAX_DOMAIN,
+    _array_view,
+    _device_of,
+    _kernel_seeds,
+    _kernels,
+    _seeds_for,
+)
 
 __all__ = ["rr_labels"]
 
@@ -79,7 +88,7 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
     m = (torch.ones(n, dtype=torch.bool, device=yc.device) if mask is None
          else mask.detach().contiguous())
     def check(first: int | None = None) -> None:
-        # CPU backends: a torch pass before the kernel.  CUDA: the kernel's own pass flags the
+        # Numba: a torch pass before the kernel.  C++ and CUDA: the kernel's own pass flags the
         # first bad node (no second read of y); its output is dropped with the exception.
         if first is None:
             bad = m & ((yc < 0) | (yc >= c))
@@ -88,15 +97,15 @@ def rr_labels(y: torch.Tensor, num_classes: int, eps: float, seed: int | None = 
             raise ValueError(f"y: label {int(yc[first])} of node {first} is outside "
                              f"[0, num_classes) = [0, {c})")
 
-    if name != "cuda":
+    if name not in _FUSED:
         check()
     T = grr_threshold(eps, c)
     seeds = _seeds_for(keying, "rr_labels", {"eps": eps, "num_classes": c, "dtype": str(yc.dtype)}, yc, name,
                        extra=m)
     out = torch.empty_like(yc)
     view = _array_view(device)
-    first = K.rr_labels(view(yc), view(m), c, T, seeds, view(out))
-    if name == "cuda":  # the kernel checked the labels and derived the seeds (seeds: KernelKeys)
+    first = K.rr_labels(view(yc), view(m), c, T, _kernel_seeds(name, seeds), view(out))
+    if name in _FUSED:  # the kernel checked the labels and derived the seeds (seeds: KernelKeys)
         check(first)
         keying.record(seeds)
     p, q = grr_probs(eps, c)

@@ -269,15 +269,29 @@ def _checked_keys(user_keys, n: int, device, name: str = "user_keys") -> torch.T
         raise ValueError(f"{name}: is on {user_keys.device} but the input is on {device}")
     keys = user_keys.to(torch.int64).contiguous()
     if n:
-        s = torch.sort(keys).values
-        dup = s[1:] == s[:-1]
-        neg, anydup = torch.stack([s[0] < 0, dup.any()]).tolist()  # one host read
-        if neg:
-            raise ValueError(f"{name}: holds negative keys (smallest {int(s[0])}); user keys must lie in [0, 2^63)")
-        if anydup:
-            i = int(torch.nonzero(dup)[0, 0])
-            raise ValueError(f"{name}: holds the key {int(s[i])} twice; each user must have one distinct key")
+        neg, dup = _key_faults(keys)
+        if neg is not None:
+            raise ValueError(f"{name}: holds negative keys (smallest {neg}); user keys must lie in [0, 2^63)")
+        if dup is not None:
+            raise ValueError(f"{name}: holds the key {dup} twice; each user must have one distinct key")
     return keys
+
+
+def _key_faults(keys: torch.Tensor) -> tuple:
+    """(smallest negative key or None, smallest key held twice or None) of a non-empty int64
+    tensor: the C++ ``check_keys`` for CPU tensors (O(n) for keys of a compact range; a sort is
+    as costly as a mechanism call), else a sort on the keys' device (one host read)."""
+    if keys.device.type == "cpu":
+        try:
+            return _backend.get("cpu", "cpp").check_keys(keys.numpy())
+        except _backend.BackendUnavailable:
+            pass
+    s = torch.sort(keys).values
+    dup = s[1:] == s[:-1]
+    neg, anydup = torch.stack([s[0] < 0, dup.any()]).tolist()
+    if neg:
+        return int(s[0]), None
+    return None, (int(s[int(torch.nonzero(dup)[0, 0])]) if anydup else None)
 
 
 class KernelKeys:
