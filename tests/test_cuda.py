@@ -313,6 +313,15 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
             src = torch.zeros(70, dtype=it)
             _cuda.edges_sorted_csr(src, src, 6, torch.empty(7, dtype=torch.int64), torch.empty(70, dtype=ct))
     _cuda.dprr_probs(torch.tensor([0, 0, 1, 2, 5, 5, 6]), torch.zeros(6, dtype=torch.int64), 2.0**-10, 0.7, 0.3)
+    # edges_keyed.cu: the keyed sampler (both modes, public users or none) and the degree noise
+    keys = torch.arange(6)
+    pr = torch.full((6,), 0.5, dtype=torch.float64)
+    for ct in (torch.int32, torch.int64):
+        for mode in (0, 1):
+            for pub in (None, torch.zeros(6, dtype=torch.uint8)):
+                _cuda.keyed_rr(torch.tensor([0, 0, 1, 2, 5, 5, 6]), torch.zeros(6, dtype=ct), keys, keys, keys, 7, 8,
+                               mode, pr, pr, 0.3, pub, 0)
+    _cuda.keyed_dlap(keys, 3, 2, torch.empty(6, dtype=torch.int64))
     for nbytes in (0, 1, 1000):
         _cuda.fingerprint(torch.zeros(nbytes, dtype=torch.uint8), 1, 2, 2**64 - 1,
                           torch.zeros(2, dtype=torch.int64))
@@ -363,6 +372,7 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13), ("ll_zero_", 14),
                ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
                ("synth_", 11), ("synth_", 12), ("synth_", 13),
+               ("keyed_", 10), ("keyed_", 13), ("keyed_", 14), ("keyed_", 15), ("keyed_pick_", 13),
                ("report_", 1), ("report_", 2), ("report_", 8),
                # RowKeys: given seeds (user keys, extra, seeds out, ids null) or derived (seeds in null)
                *((f, i0 + j) for f, i0 in (("grr_", 7), ("grr_fs_", 8), ("onebit_", 8), ("multibit_", 9), ("rr_labels_", 6))
