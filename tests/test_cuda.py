@@ -805,6 +805,148 @@ def test_gpu_user_keyed_reports_equal_cpu():
     assert torch.equal(a, b.cpu())
 
 
+# --- the user-keyed edge sampler (edges_keyed.cu), its cases shared with the emulated tests ------
+def _secret():
+    """A 128-bit secret where the keyed mechanisms take one, else (before that change) an int."""
+    try:
+        Keying(b"\x01" * 16)
+        return b"\x01" * 16
+    except TypeError:
+        return 77
+
+
+def _keyed_graph(n, hubs, col_dtype, seed):
+    """(rowptr, col) of a random simple graph with ``hubs`` rows of degree about n / 2."""
+    from ldpfast.graph import to_csr
+
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, 3 * n), generator=g)
+    for h in range(hubs):
+        nb = torch.randperm(n, generator=g)[: n // 2]
+        ei = torch.cat([ei, torch.stack([torch.full_like(nb, h * 7 % n), nb])], 1)
+    csr = to_csr(ei, n, symmetrize=True)
+    return csr.rowptr.numpy(), csr.col.numpy().astype(col_dtype)
+
+
+def _keyed_q(g, m):
+    """DPRR's q per row: random small, 0 (no false edge), 1, exact powers of two (the levels'
+    boundaries), just above one, below the top level (2^-48)."""
+    q = g.uniform(0, 0.05, m)
+    special = [0.0, 1.0, 0.5, 0.25, 2.0**-7, np.nextafter(2.0**-7, 1), 2.0**-48, 2.0**-52, 0.75, 0.0]
+    q[: len(special)] = special[:m]
+    g.shuffle(q)
+    return q
+
+
+def _keyed_cases(col_dtype, n=260):
+    """(name, args of the C++ keyed_rr without its outputs): modes 0 and 1, public users or
+    none, per-row probabilities, rows with no false edge, long rows, a shard's rows (row0)."""
+    g = np.random.default_rng(5)
+    rp, col = _keyed_graph(n, 3, col_dtype, 1)
+    S = n + n // 3
+    keys = g.permutation(S)[:n].astype(np.int64)  # dense, with holes, not in row order
+    table = np.full(S, -1, np.int64)
+    table[keys] = np.arange(n)
+    seeds = g.integers(0, 2**64, n, dtype=np.uint64)
+    pub = (g.random(n) < 0.15).astype(np.uint8)
+    p = 0.7
+    specs = []
+    for pb in (None, pub):
+        q = _keyed_q(g, n)
+        specs.append(("dprr", 1, p * q, q, 0.3, pb, 0, n))
+        specs.append(("rr", 0, np.full(n, p), np.full(n, 0.3), 0.3, pb, 0, n))
+        specs.append(("rr per row", 0, g.uniform(0, 1, n), np.where(g.random(n) < 0.2, 0.0, g.uniform(0, 0.2, n)),
+                      0.3, pb, 0, n))
+    q = _keyed_q(g, n)
+    specs.append(("dprr shard", 1, p * q, q, 0.45, pub, 100, 230))  # rows [100, 230) of the graph
+    specs.append(("rr shard", 0, np.full(n, 0.8), np.full(n, 0.2), 0.2, None, 37, 38))
+    c = np.ascontiguousarray
+    for name, mode, pt, pf, pm, pb, a, b in specs:
+        yield (f"{name}{'' if pb is None else ' public'}",
+               (c(rp[a:b + 1] - rp[a]), c(col[rp[a]:rp[b]]), keys, table, c(seeds[a:b]), 7, 8, mode, c(pt[a:b]),
+                c(pf[a:b]), pm, None if pb is None else c(pb[a:b]), a))
+
+
+def _keyed_cpp(args):
+    """The C++ keyed_rr's count pass, prefix sum and fill pass: (rowptr, int64 col)."""
+    import ldpfast._C as C
+
+    *head, row0 = args
+    m = head[0].shape[0] - 1
+    orp = np.zeros(m + 1, np.int64)
+    C.keyed_rr(*head, orp, None, row0)
+    np.cumsum(orp, out=orp)
+    oc = np.empty(int(orp[m]), np.int64)
+    C.keyed_rr(*head, orp, oc, row0)
+    return orp, oc
+
+
+def _keyed_cuda(args, to_dev):
+    """ldpfast._cuda.keyed_rr on the same inputs (arrays through ``to_dev``; uint64 seeds as
+    int64 bits): (rowptr, col) as host arrays."""
+    rp, col, keys, table, seeds, st_t, st_f, mode, pt, pf, pm, pub, row0 = args
+    orp, oc = _cuda.keyed_rr(to_dev(rp), to_dev(col), to_dev(keys), to_dev(table), to_dev(seeds.view(np.int64)),
+                             st_t, st_f, mode, to_dev(pt), to_dev(pf), pm, None if pub is None else to_dev(pub), row0)
+    return orp.cpu().numpy(), oc.cpu().numpy()
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
+def test_gpu_keyed_edge_kernels_bit_identical_to_cpp(col_dtype):
+    """The keyed RR / DPRR sampler (edges_keyed.cu) and DPRR's per-user degree noise equal the
+    C++ keyed_rr / keyed_dlap bit for bit (the cases of tests/test_cuda_emulated_edges.py)."""
+    import ldpfast._C as C
+
+    for name, args in _keyed_cases(col_dtype):
+        want, got = _keyed_cpp(args), _keyed_cuda(args, lambda a: torch.from_numpy(a).cuda())
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), name
+    seeds = np.random.default_rng(2).integers(0, 2**64, 5000, dtype=np.uint64)
+    for t, s in ((1, 1), (9, 7), (2**20, 3)):
+        want = np.empty(5000, np.int64)
+        C.keyed_dlap(seeds, t, s, want)
+        got = torch.empty(5000, dtype=torch.int64, device="cuda")
+        _cuda.keyed_dlap(torch.from_numpy(seeds.view(np.int64)).cuda(), t, s, got)
+        assert np.array_equal(got.cpu().numpy(), want), (t, s)
+
+
+@_apply(gpu)
+def test_gpu_keyed_edge_reports_equal_cpu():
+    """dprr / rr_edges with user keys on a CUDA graph run on the device and equal the CPU call:
+    the noisy lists, d*, q and the report ids."""
+    from ldpfast.graph import CSR
+    from ldpfast.mechanisms import dprr, rr_edges
+
+    n = 3000
+    rp, col = _keyed_graph(n, 4, np.int64, 6)
+    g = np.random.default_rng(8)
+    keys = torch.from_numpy(g.permutation(n + 500)[:n].astype(np.int64))
+    pub = torch.from_numpy(g.random(n) < 0.1)
+    calls = {
+        "dprr": lambda g_, k, p: dprr(g_, 2.0, _keying=k, public=p),
+        "dprr n_max": lambda g_, k, p: dprr(g_, 3.0, _keying=k, n_max=5000, public=p, symmetrize="or"),
+        "rr_edges": lambda g_, k, p: rr_edges(g_, 4.0, _keying=k, public=p, max_output_edges=10**8),
+    }
+    for cd in (torch.int32, torch.int64):
+        csr = CSR(torch.from_numpy(rp), torch.from_numpy(col).to(cd), n)
+        dcsr = CSR(csr.rowptr.cuda(), csr.col.cuda(), n)
+        for name, call in calls.items():
+            for p in (None, pub):
+                wk = Keying(_secret(), user_keys=keys, ids=True)
+                want = call(csr, wk, p)
+                gk = Keying(_secret(), user_keys=keys.cuda(), ids=True)
+                got = call(dcsr, gk, None if p is None else p.cuda())
+                key = (name, cd, p is None)
+                assert got.backend == "cuda" and got.noisy.col.is_cuda and got.noisy.col.dtype == cd, key
+                assert torch.equal(got.noisy.rowptr.cpu(), want.noisy.rowptr), key
+                assert torch.equal(got.noisy.col.cpu(), want.noisy.col), key
+                assert torch.equal(got.edge_index.cpu(), want.edge_index), key
+                for f in ("d_star", "q"):
+                    a, b = getattr(got, f), getattr(want, f)
+                    if b is not None:
+                        assert a.is_cuda and torch.equal(a.cpu().nan_to_num(-7), b.nan_to_num(-7)), (key, f)
+                assert np.array_equal(gk.last[2], wk.last[2]), key
+
+
 def _public_calls():
     from ldpfast.mechanisms import grr, grr_fs, multibit_encode, onebit, rr_labels
 

@@ -9,7 +9,8 @@ warp rendezvous), through ldpfast._cuda's own launchers, against the C++ build b
   equal to the CPU call: reports, d*, q and report ids.
 
 What this does not check is the GPU itself (timing, memory model, the device compiler's code):
-``test_gpu_keyed_edges_bit_identical_to_cpu`` in test_cuda.py does, on a GPU.
+``test_gpu_keyed_edge_kernels_bit_identical_to_cpp`` and ``test_gpu_keyed_edge_reports_equal_cpu``
+in test_cuda.py do, on a GPU.
 """
 from __future__ import annotations
 
@@ -19,21 +20,11 @@ import cuda_emu
 import numpy as np
 import pytest
 import torch
+from test_cuda import _keyed_cases, _keyed_cpp, _keyed_cuda, _keyed_graph, _secret
 
 from ldpfast import _cuda
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-
-
-def _secret():
-    """A 128-bit secret where the keyed mechanisms take one, else (before that change) an int."""
-    from ldpfast.privacy.users import Keying
-
-    try:
-        Keying(b"\x01" * 16)
-        return b"\x01" * 16
-    except TypeError:
-        return 77
 
 
 @pytest.fixture(scope="module")
@@ -50,85 +41,22 @@ def emulated(tmp_path_factory):
     mp.undo()
 
 
-def _graph(n, hubs, col_dtype, seed):
-    """A random simple graph with ``hubs`` rows of degree about n / 2 (long rows: many chunks of
-    32 neighbours), sorted rows."""
-    from ldpfast.graph import to_csr
-
-    g = torch.Generator().manual_seed(seed)
-    ei = torch.randint(0, n, (2, 3 * n), generator=g)
-    for h in range(hubs):
-        nb = torch.randperm(n, generator=g)[: n // 2]
-        ei = torch.cat([ei, torch.stack([torch.full_like(nb, h * 7 % n), nb])], 1)
-    csr = to_csr(ei, n, symmetrize=True)
-    return csr.rowptr.numpy(), csr.col.numpy().astype(col_dtype)
-
-
-def _cpp_keyed(rp, col, keys, table, seeds, st_t, st_f, mode, pt, pf, pm, pub, row0):
-    import ldpfast._C as C
-
-    m = rp.shape[0] - 1
-    orp = np.zeros(m + 1, np.int64)
-    args = (rp, col, keys, table, seeds, st_t, st_f, mode, pt, pf, pm, pub)
-    C.keyed_rr(*args, orp, None, row0)
-    np.cumsum(orp, out=orp)
-    oc = np.empty(int(orp[m]), np.int64)
-    C.keyed_rr(*args, orp, oc, row0)
-    return orp, oc
-
-
-def _q_cases(g, m):
-    """q per row: random small, 0 (no false edge), 1, exact powers of two (levels' boundaries),
-    just above one, below the top level (2^-48)."""
-    q = g.uniform(0, 0.05, m)
-    special = [0.0, 1.0, 0.5, 0.25, 2.0**-7, np.nextafter(2.0**-7, 1), 2.0**-48, 2.0**-52, 0.75, 0.0]
-    q[: len(special)] = special[: m]
-    g.shuffle(q)
-    return q
-
-
 @pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
 def test_emulated_keyed_rr_equals_cpp(emulated, col_dtype):
-    g = np.random.default_rng(5)
-    n = 260
-    rp, col = _graph(n, 3, col_dtype, 1)
-    S = n + n // 3
-    keys = g.permutation(S)[:n].astype(np.int64)  # dense, with holes, not in row order
-    table = np.full(S, -1, np.int64)
-    table[keys] = np.arange(n)
-    seeds = g.integers(0, 2**64, n, dtype=np.uint64)
-    pub = (g.random(n) < 0.15).astype(np.uint8)
-    p, pm = 0.7, 0.3
-    cases = []
-    for pb in (None, pub):
-        q = _q_cases(g, n)
-        cases.append(("dprr", 1, p * q, q, pm, pb, 0, n))
-        cases.append(("rr", 0, np.full(n, p), np.full(n, pm), pm, pb, 0, n))
-        cases.append(("rr per row", 0, g.uniform(0, 1, n), np.where(g.random(n) < 0.2, 0.0, g.uniform(0, 0.2, n)),
-                      pm, pb, 0, n))
-    q = _q_cases(g, n)
-    cases.append(("dprr shard", 1, p * q, q, 0.45, pub, 100, 230))  # rows [100, 230) of the graph
-    cases.append(("rr shard", 0, np.full(n, 0.8), np.full(n, 0.2), 0.2, None, 37, 38))
-    for name, mode, pt, pf, pmm, pb, a, b in cases:
-        lrp = rp[a:b + 1] - rp[a]
-        lcol = np.ascontiguousarray(col[rp[a]:rp[b]])
-        sl = slice(a, b)
-        lpub = None if pb is None else np.ascontiguousarray(pb[sl])
-        want = _cpp_keyed(lrp, lcol, keys, table, np.ascontiguousarray(seeds[sl]), 7, 8, mode,
-                          np.ascontiguousarray(pt[sl]), np.ascontiguousarray(pf[sl]), pmm, lpub, a)
+    # the cases of test_gpu_keyed_edge_kernels_bit_identical_to_cpp (test_cuda.py)
+    pick = f"keyed_pick_{'i32' if col_dtype == np.int32 else 'i64'}"
+    names = []
+    for name, args in _keyed_cases(col_dtype):
+        want = _keyed_cpp(args)
         emulated.clear()
-        got = _cuda.keyed_rr(torch.from_numpy(lrp), torch.from_numpy(lcol), torch.from_numpy(keys),
-                             torch.from_numpy(table), torch.from_numpy(np.ascontiguousarray(seeds[sl]).view(np.int64)),
-                             7, 8, mode, torch.from_numpy(np.ascontiguousarray(pt[sl])),
-                             torch.from_numpy(np.ascontiguousarray(pf[sl])), pmm,
-                             None if lpub is None else torch.from_numpy(lpub), a)
-        key = (name, pb is None)
-        assert np.array_equal(got[0].numpy(), want[0]), key
-        assert np.array_equal(got[1].numpy(), want[1]), key
-        assert got[1].dtype == torch.int64
-        assert emulated == ["keyed_hits", "keyed_hits", f"keyed_pick_{'i32' if col_dtype == np.int32 else 'i64'}"], key
-    # the cases reach what they are meant to: public rows copied, long rows, q = 0 rows with
-    # no false edge, hits deduplicated across levels
+        got = _keyed_cuda(args, torch.from_numpy)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), name
+        assert got[1].dtype == np.int64
+        assert emulated == ["keyed_hits", "keyed_hits", pick], name
+        names.append(name)
+    assert {"dprr public", "rr public", "dprr shard public", "rr shard"} <= set(names)
+    # the graph has long rows (many chunks of 32 neighbours)
+    rp, _ = _keyed_graph(260, 3, col_dtype, 1)
     assert (np.diff(rp) > 100).sum() >= 3
 
 
@@ -146,7 +74,7 @@ def test_emulated_keyed_rr_edge_shapes(emulated):
         seeds = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         for mode, pt, pf in ((0, 0.6, 0.4), (1, 0.3, 0.9)):
             for pub in (None, np.ones(n, np.uint8)):
-                want = _cpp_keyed(rp, col, keys, table, seeds, 7, 8, mode, np.full(n, pt), np.full(n, pf), 0.4, pub, 0)
+                want = _keyed_cpp((rp, col, keys, table, seeds, 7, 8, mode, np.full(n, pt), np.full(n, pf), 0.4, pub, 0))
                 got = _cuda.keyed_rr(torch.from_numpy(rp), torch.from_numpy(col), torch.from_numpy(keys),
                                      torch.from_numpy(table), torch.from_numpy(seeds.view(np.int64)), 7, 8, mode,
                                      torch.full((n,), pt, dtype=torch.float64), torch.full((n,), pf, dtype=torch.float64),
@@ -188,7 +116,7 @@ def test_emulated_keyed_public_functions_on_device_data_equal_cpu(emulated, monk
     from ldpfast.privacy.users import Keying
 
     n = 150
-    rp, col = _graph(n, 2, np.int64, 4)
+    rp, col = _keyed_graph(n, 2, np.int64, 4)
     mod = types.ModuleType("ldpfast._cuda")
     mod.keyed_rr = _cuda.keyed_rr
     mod.keyed_dlap = _cuda.keyed_dlap
