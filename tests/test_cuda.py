@@ -1060,6 +1060,70 @@ def _edge_graph(col_dtype, n=2000, hub=1500, seed=3):
     return CSR(csr.rowptr, csr.col.to(col_dtype), n)
 
 
+def _cell_word(seed, stream, row, col, j):
+    """Word j of Philox cell (seed, stream, row, col) (csrc/common/philox.h's addressing)."""
+    from ldpfast.rng import philox4x32_10
+
+    ctr = np.array([[j // 4, col, row & 0xFFFFFFFF, ((row >> 32) & 0xFFFF) | (stream << 16)]], np.uint64)
+    key = np.array([[seed & 0xFFFFFFFF, seed >> 32]], np.uint64)
+    return int(philox4x32_10(ctr, key)[0, j % 4])
+
+
+def _rr_cases(col_dtype):
+    """(name, args of the C++ edges_rr_count / _fill without outputs; pub empty for none): the
+    sparse RR sampler's branches.  True edges: kept with probability in (0, 1), always, never,
+    and rows whose p_true ties the word of neighbour 3 or 40 with its first digit (the tie settled
+    from further words: the rest of the row is read after them).  False edges: none, rare, 0.05,
+    0.3 and 0.5 (geometric blocks of 2 and 1 trials), every non-neighbour (p_false >= 1).  Long
+    rows; public users."""
+    n = 300
+    rp, col = _keyed_graph(n, 3, col_dtype, 2)
+    deg = np.diff(rp)
+    g = np.random.default_rng(4)
+    seed, st_t, c_t, st_f, c_f = 2**63 + 5, 7, 0, 8, 0
+    pt, pf = g.uniform(0, 1, n), g.uniform(0, 0.01, n)
+    pt[:30], pf[:30], pt[30:60], pf[30:60] = 1.0, 0.0, 0.0, 0.05
+    pf[60:90], pf[90:100], pf[100:110], pt[110:115] = 0.3, 0.5, 1.0, 1.0
+    ties = [(i, j) for i, j in ((int(np.argmax(deg)), 40), (int(np.flatnonzero(deg > 8)[-1]), 3))]
+    assert all(deg[i] > j + 5 for i, j in ties)
+    for i, j in ties:  # K = floor(2^32 p_true) = word j of the row's true cell
+        pt[i] = (_cell_word(seed, st_t, i, c_t, j) + 0.5) / 2.0**32
+    pub = (g.uniform(size=n) < 0.1).astype(np.uint8)
+    pub[[i for i, _ in ties]] = 0
+    for name, pb in (("", np.empty(0, np.uint8)), (" public", pub)):
+        yield f"rr{name}", (rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pb)
+    yield "rr one p", (rp, col, 99, 9, 0, 9, 1, np.full(n, 0.8), np.full(n, 0.2), np.empty(0, np.uint8))
+
+
+def _rr_cpp(args):
+    import ldpfast._C as C
+
+    rp, col = args[0], args[1]
+    n = rp.shape[0] - 1
+    orp = np.zeros(n + 1, dtype=np.int64)
+    C.edges_rr_count(*args, orp, True)
+    np.cumsum(orp, out=orp)
+    oc = np.empty(int(orp[n]), dtype=col.dtype)
+    C.edges_rr_fill(*args, orp, oc)
+    return orp, oc
+
+
+def _rr_cuda(args, to_dev):
+    rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pb = args
+    orp, oc = _cuda.edges_rr(to_dev(rp), to_dev(col), seed, st_t, c_t, st_f, c_f, to_dev(pt), to_dev(pf),
+                             to_dev(pb) if pb.size else None)
+    return orp.cpu().numpy(), oc.cpu().numpy()
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
+def test_gpu_rr_sampler_bit_identical_to_cpp(col_dtype):
+    """The sparse RR sampler (edges.cu, a warp per row) on every branch equals the C++ one."""
+    for name, args in _rr_cases(col_dtype):
+        want, got = _rr_cpp(args), _rr_cuda(args, lambda a: torch.from_numpy(a).cuda())
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), name
+
+
 @_apply(gpu)
 @pytest.mark.parametrize("col_dtype", [torch.int32, torch.int64])
 def test_gpu_edge_kernels_bit_identical_to_cpp(col_dtype):

@@ -1,6 +1,8 @@
 """The edge samplers of csrc/cuda run on the host (tests/cuda_emu.h: every thread a coroutine, real
 warp rendezvous), through ldpfast._cuda's own launchers, against the C++ build bit for bit:
 
+* ``edges.cu``'s sparse RR sampler (DPRR and Warner RR without user keys), a warp per row, on
+  every branch of the C++ row (tests/test_cuda.py ``_rr_cases``).
 * ``edges_keyed.cu``: the user-keyed Warner RR (mode 0) and DPRR levels (mode 1) sampler and
   DPRR's per-user degree noise, on the C++ ``keyed_rr`` / ``keyed_dlap`` inputs: long rows, rows
   with no false edge (q = 0), q on the levels' boundaries and below the top level, public users,
@@ -20,7 +22,16 @@ import cuda_emu
 import numpy as np
 import pytest
 import torch
-from test_cuda import _keyed_cases, _keyed_cpp, _keyed_cuda, _keyed_graph, _secret
+from test_cuda import (
+    _keyed_cases,
+    _keyed_cpp,
+    _keyed_cuda,
+    _keyed_graph,
+    _rr_cases,
+    _rr_cpp,
+    _rr_cuda,
+    _secret,
+)
 
 from ldpfast import _cuda
 
@@ -39,6 +50,21 @@ def emulated(tmp_path_factory):
     mp.setattr(_cuda._core, "_ptr", cuda_emu.host_ptr)
     yield launches
     mp.undo()
+
+
+@pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
+def test_emulated_rr_sampler_equals_cpp(emulated, col_dtype):
+    # The cases of test_gpu_rr_sampler_bit_identical_to_cpp: the warp per row (true edges in
+    # chunks of 32 with the ties settled from further words, the false edges' gaps drawn
+    # speculatively and chained, the merge of the two sorted streams) against the C++ rows.
+    kern = f"rr_edges_{'i32' if col_dtype == np.int32 else 'i64'}"
+    for name, args in _rr_cases(col_dtype):
+        want = _rr_cpp(args)
+        emulated.clear()
+        got = _rr_cuda(args, torch.from_numpy)
+        assert np.array_equal(got[0], want[0]), name
+        assert np.array_equal(got[1], want[1]), name
+        assert got[1].dtype == want[1].dtype and emulated == [kern, kern], name
 
 
 @pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
