@@ -75,17 +75,22 @@ LDP_HD double level_rate(int L, double pm) {
     return (r - r1) / (1.0 - r1);
 }
 
-// Hits of one skip field at rate p over positions [0, S): f(k) in increasing k.
+// Hits of one skip field with geometric parameters gp over positions [0, S): f(k) in increasing k.
 template <class F>
-LDP_HD void skip_field(CellRng& g, double p, int64_t S, F&& f) {
-    if (!(p > 0.0) || S <= 0) return;
-    const GeomParams gp = geom_params(p);
+LDP_HD void skip_walk(CellRng& g, const GeomParams& gp, int64_t S, F&& f) {
     for (int64_t k = -1;;) {
         const int64_t gap = geom_draw(g, gp);
         if (gap >= S - 1 - k) break;
         k += gap + 1;
         f(k);
     }
+}
+
+// Hits of one skip field at rate p over positions [0, S): f(k) in increasing k.
+template <class F>
+LDP_HD void skip_field(CellRng& g, double p, int64_t S, F&& f) {
+    if (!(p > 0.0) || S <= 0) return;
+    skip_walk(g, geom_params(p), S, f);
 }
 
 // Keep decision of true edge (i, j): bernoulli_words of pt from the pair's own cell.
@@ -120,6 +125,15 @@ LDP_HD void field_hits(const KeyedArgs<K>& A, int64_t i, int f, Push&& push) {
     }
     CellRng g(s, A.st_f, 0, (uint32_t)f);
     skip_field(g, level_rate(f, A.pm), A.S, [&](int64_t k) { push(k, f); });
+}
+
+// Mode 1's level f of row i with gp = geom_params(level_rate(f, pm)), which is the same for every
+// row (the CUDA build computes the levels' parameters once per thread block): field_hits' hits.
+template <class K, class Push>
+LDP_HD void level_hits(const KeyedArgs<K>& A, int64_t i, int f, const GeomParams& gp, Push&& push) {
+    if (!(level_rate(f, A.pm) > 0.0) || A.S <= 0) return;
+    CellRng g(A.seeds[i], A.st_f, 0, (uint32_t)f);
+    skip_walk(g, gp, A.S, [&](int64_t k) { push(k, f); });
 }
 
 // The false-edge fields of row i: push(k, level) for each hit (mode 0: level 0; mode 1: the

@@ -4,8 +4,9 @@
 // time (its fields, a sort of the hits, then the coins), the work here is split so that every
 // thread's share is independent (ldpfast/_cuda/edges_keyed.py drives it):
 // * keyed_hits: a thread per (row, field) walks one skip field (mode 0: a row's one field;
-//   mode 1: level L_TOP - f of DPRR's nested levels, nothing below the row's level of q), count
-//   launch then fill launch at the prefix-summed offsets.  A hit is written as k 64 + (63 - L),
+//   mode 1: level L_TOP - f of DPRR's nested levels, nothing below the row's level of q; the
+//   levels' geometric parameters, the same for every row, made once per block in shared
+//   memory), count launch then fill launch at the prefix-summed offsets.  A hit is written as k 64 + (63 - L),
 //   so that sorting a row's hits ascending orders them by (key, level descending): the C++
 //   sort's order, each position's top level first.
 // * (torch) the hits sorted by (row, key, level) (mode 1 only: mode 0's one field is already in
@@ -52,6 +53,12 @@ extern "C" __global__ void keyed_hits(const int64_t* keys, const int64_t* row_of
                                       uint32_t st_t, uint32_t st_f, int mode, const double* pt, const double* pf,
                                       double pm, const uint8_t* pub, int64_t row0, int64_t m, int64_t* counts,
                                       const int64_t* hoff, int64_t* hkl, int fill) {
+    // Mode 1: each level's geometric parameters depend on pm alone: once per block, not per thread.
+    __shared__ GeomParams level_gp[L_TOP + 1];
+    if (mode == 1) {
+        for (int L = (int)threadIdx.x; L <= L_TOP; L += (int)blockDim.x) level_gp[L] = geom_params(level_rate(L, pm));
+        __syncthreads();
+    }
     const int F = mode == 0 ? 1 : L_TOP + 1;
     const int64_t t = thread_index();
     if (t >= m * F) return;
@@ -61,10 +68,14 @@ extern "C" __global__ void keyed_hits(const int64_t* keys, const int64_t* row_of
     int64_t o = 0;
     if (!(pub && pub[i]) && f >= lowest_field(A, i)) {
         int64_t* w = fill ? hkl + hoff[t] : nullptr;
-        field_hits(A, i, f, [&](int64_t k, int L) {
+        const auto push = [&](int64_t k, int L) {
             if (w) w[o] = k * 64 + (63 - L);
             ++o;
-        });
+        };
+        if (mode == 0)
+            field_hits(A, i, f, push);
+        else
+            level_hits(A, i, f, level_gp[f], push);
     }
     if (!fill) counts[t] = o;
 }
