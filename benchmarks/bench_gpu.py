@@ -21,7 +21,8 @@ device ``Tensor.copy_`` of a 1 GiB buffer, read + write counted), and on ldpfast
 * edges (dprr, rr_edges): a vectorised torch sparse RR (Bernoulli keep of true edges,
   binomial counts and uniform targets for false ones, collisions ignored, then a sort into
   CSR); local_laplace: the dense torch version (Laplace noise on the upper triangle, top-T),
-  on the small graph only;
+  on the small graph only; DPRR with user keys (dense keys 0..n-1) against the un-keyed call
+  (``speedup_vs_unkeyed``: the cost of keying every bit to its users);
 * graph: to_csr against ``sparse_coo_tensor(...).coalesce().to_sparse_csr()``, transpose
   against ``to_sparse_csr()`` of the transposed COO;
 * sampling: HeterPoisson (``induced=False``: star sub-graphs) against the same steps in torch
@@ -322,6 +323,17 @@ def _synthetic_cuda(n: int, avg_degree: float, seed: int = 0):
     return CSR(csr.rowptr.to(DEV), csr.col.to(DEV), csr.num_nodes), data.y.to(DEV)
 
 
+def _secret():
+    """The caller's secret for the keyed rows: 128 bits where the mechanisms take bytes, else an int."""
+    from ldpfast.privacy.users import Keying
+
+    try:
+        Keying(b"\x01" * 16)
+        return b"\x01" * 16
+    except TypeError:
+        return 1
+
+
 def bench_edges(B: Bench, csr, name: str, small_csr, small_name: str):
     from ldpfast.mechanisms import edges as E
 
@@ -345,6 +357,12 @@ def bench_edges(B: Bench, csr, name: str, small_csr, small_name: str):
         del r
     B.ratio(ours_row, B.run("edges", f"dprr {name} eps={eps}", "torch sparse RR",
                             lambda: torch_sparse_rr(csr.rowptr, csr.col, n, p, q), None))
+    free()
+    # DPRR keyed to users (edges_keyed.cu: hits per (row, level), a sort, a thread per coin) at
+    # dense keys 0..n-1; its ratio is against the un-keyed call above (the cost of the keys).
+    keys = torch.arange(n, dtype=torch.int64, device=DEV)
+    B.ratio(B.run("edges", f"dprr {name} eps={eps} user keys", "ldpfast",
+                  lambda: E.dprr(csr, eps, seed=_secret(), user_keys=keys), None), ours_row, key="speedup_vs_unkeyed")
     free()
     ns = small_csr.num_nodes
     eps_rr = 4.0

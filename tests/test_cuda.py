@@ -314,6 +314,15 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
             src = torch.zeros(70, dtype=it)
             _cuda.edges_sorted_csr(src, src, 6, torch.empty(7, dtype=torch.int64), torch.empty(70, dtype=ct))
     _cuda.dprr_probs(torch.tensor([0, 0, 1, 2, 5, 5, 6]), torch.zeros(6, dtype=torch.int64), 2.0**-10, 0.7, 0.3)
+    # edges_keyed.cu: the keyed sampler (both modes, public users or none) and the degree noise
+    keys = torch.arange(6)
+    pr = torch.full((6,), 0.5, dtype=torch.float64)
+    for ct in (torch.int32, torch.int64):
+        for mode in (0, 1):
+            for pub in (None, torch.zeros(6, dtype=torch.uint8)):
+                _cuda.keyed_rr(torch.tensor([0, 0, 1, 2, 5, 5, 6]), torch.zeros(6, dtype=ct), keys, keys, keys, 7, 8,
+                               mode, pr, pr, 0.3, pub, 0)
+    _cuda.keyed_dlap(keys, 3, 2, torch.empty(6, dtype=torch.int64))
     for nbytes in (0, 1, 1000):
         _cuda.fingerprint(torch.zeros(nbytes, dtype=torch.uint8), 1, 2, 2**64 - 1,
                           torch.zeros(2, dtype=torch.int64))
@@ -364,6 +373,7 @@ def test_launch_arguments_match_kernel_signatures(monkeypatch):
                ("ll_zero_", 11), ("ll_zero_", 12), ("ll_zero_", 13), ("ll_zero_", 14),
                ("csr_combine_", 6), ("csr_combine_", 7), ("csr_combine_", 8),
                ("synth_", 11), ("synth_", 12), ("synth_", 13),
+               ("keyed_", 10), ("keyed_", 13), ("keyed_", 14), ("keyed_", 15), ("keyed_pick_", 13),
                ("report_", 1), ("report_", 2), ("report_", 8),
                # RowKeys: given seeds (user keys, extra, seeds out, ids null) or derived (seeds in null)
                *((f, i0 + j) for f, i0 in (("grr_", 7), ("grr_fs_", 8), ("onebit_", 8), ("multibit_", 9), ("rr_labels_", 6))
@@ -796,6 +806,148 @@ def test_gpu_user_keyed_reports_equal_cpu():
     assert torch.equal(a, b.cpu())
 
 
+# --- the user-keyed edge sampler (edges_keyed.cu), its cases shared with the emulated tests ------
+def _secret():
+    """A 128-bit secret where the keyed mechanisms take one, else (before that change) an int."""
+    try:
+        Keying(b"\x01" * 16)
+        return b"\x01" * 16
+    except TypeError:
+        return 77
+
+
+def _keyed_graph(n, hubs, col_dtype, seed):
+    """(rowptr, col) of a random simple graph with ``hubs`` rows of degree about n / 2."""
+    from ldpfast.graph import to_csr
+
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, 3 * n), generator=g)
+    for h in range(hubs):
+        nb = torch.randperm(n, generator=g)[: n // 2]
+        ei = torch.cat([ei, torch.stack([torch.full_like(nb, h * 7 % n), nb])], 1)
+    csr = to_csr(ei, n, symmetrize=True)
+    return csr.rowptr.numpy(), csr.col.numpy().astype(col_dtype)
+
+
+def _keyed_q(g, m):
+    """DPRR's q per row: random small, 0 (no false edge), 1, exact powers of two (the levels'
+    boundaries), just above one, below the top level (2^-48)."""
+    q = g.uniform(0, 0.05, m)
+    special = [0.0, 1.0, 0.5, 0.25, 2.0**-7, np.nextafter(2.0**-7, 1), 2.0**-48, 2.0**-52, 0.75, 0.0]
+    q[: len(special)] = special[:m]
+    g.shuffle(q)
+    return q
+
+
+def _keyed_cases(col_dtype, n=260):
+    """(name, args of the C++ keyed_rr without its outputs): modes 0 and 1, public users or
+    none, per-row probabilities, rows with no false edge, long rows, a shard's rows (row0)."""
+    g = np.random.default_rng(5)
+    rp, col = _keyed_graph(n, 3, col_dtype, 1)
+    S = n + n // 3
+    keys = g.permutation(S)[:n].astype(np.int64)  # dense, with holes, not in row order
+    table = np.full(S, -1, np.int64)
+    table[keys] = np.arange(n)
+    seeds = g.integers(0, 2**64, n, dtype=np.uint64)
+    pub = (g.random(n) < 0.15).astype(np.uint8)
+    p = 0.7
+    specs = []
+    for pb in (None, pub):
+        q = _keyed_q(g, n)
+        specs.append(("dprr", 1, p * q, q, 0.3, pb, 0, n))
+        specs.append(("rr", 0, np.full(n, p), np.full(n, 0.3), 0.3, pb, 0, n))
+        specs.append(("rr per row", 0, g.uniform(0, 1, n), np.where(g.random(n) < 0.2, 0.0, g.uniform(0, 0.2, n)),
+                      0.3, pb, 0, n))
+    q = _keyed_q(g, n)
+    specs.append(("dprr shard", 1, p * q, q, 0.45, pub, 100, 230))  # rows [100, 230) of the graph
+    specs.append(("rr shard", 0, np.full(n, 0.8), np.full(n, 0.2), 0.2, None, 37, 38))
+    c = np.ascontiguousarray
+    for name, mode, pt, pf, pm, pb, a, b in specs:
+        yield (f"{name}{'' if pb is None else ' public'}",
+               (c(rp[a:b + 1] - rp[a]), c(col[rp[a]:rp[b]]), keys, table, c(seeds[a:b]), 7, 8, mode, c(pt[a:b]),
+                c(pf[a:b]), pm, None if pb is None else c(pb[a:b]), a))
+
+
+def _keyed_cpp(args):
+    """The C++ keyed_rr's count pass, prefix sum and fill pass: (rowptr, int64 col)."""
+    import ldpfast._C as C
+
+    *head, row0 = args
+    m = head[0].shape[0] - 1
+    orp = np.zeros(m + 1, np.int64)
+    C.keyed_rr(*head, orp, None, row0)
+    np.cumsum(orp, out=orp)
+    oc = np.empty(int(orp[m]), np.int64)
+    C.keyed_rr(*head, orp, oc, row0)
+    return orp, oc
+
+
+def _keyed_cuda(args, to_dev):
+    """ldpfast._cuda.keyed_rr on the same inputs (arrays through ``to_dev``; uint64 seeds as
+    int64 bits): (rowptr, col) as host arrays."""
+    rp, col, keys, table, seeds, st_t, st_f, mode, pt, pf, pm, pub, row0 = args
+    orp, oc = _cuda.keyed_rr(to_dev(rp), to_dev(col), to_dev(keys), to_dev(table), to_dev(seeds.view(np.int64)),
+                             st_t, st_f, mode, to_dev(pt), to_dev(pf), pm, None if pub is None else to_dev(pub), row0)
+    return orp.cpu().numpy(), oc.cpu().numpy()
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
+def test_gpu_keyed_edge_kernels_bit_identical_to_cpp(col_dtype):
+    """The keyed RR / DPRR sampler (edges_keyed.cu) and DPRR's per-user degree noise equal the
+    C++ keyed_rr / keyed_dlap bit for bit (the cases of tests/test_cuda_emulated_edges.py)."""
+    import ldpfast._C as C
+
+    for name, args in _keyed_cases(col_dtype):
+        want, got = _keyed_cpp(args), _keyed_cuda(args, lambda a: torch.from_numpy(a).cuda())
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), name
+    seeds = np.random.default_rng(2).integers(0, 2**64, 5000, dtype=np.uint64)
+    for t, s in ((1, 1), (9, 7), (2**20, 3)):
+        want = np.empty(5000, np.int64)
+        C.keyed_dlap(seeds, t, s, want)
+        got = torch.empty(5000, dtype=torch.int64, device="cuda")
+        _cuda.keyed_dlap(torch.from_numpy(seeds.view(np.int64)).cuda(), t, s, got)
+        assert np.array_equal(got.cpu().numpy(), want), (t, s)
+
+
+@_apply(gpu)
+def test_gpu_keyed_edge_reports_equal_cpu():
+    """dprr / rr_edges with user keys on a CUDA graph run on the device and equal the CPU call:
+    the noisy lists, d*, q and the report ids."""
+    from ldpfast.graph import CSR
+    from ldpfast.mechanisms import dprr, rr_edges
+
+    n = 3000
+    rp, col = _keyed_graph(n, 4, np.int64, 6)
+    g = np.random.default_rng(8)
+    keys = torch.from_numpy(g.permutation(n + 500)[:n].astype(np.int64))
+    pub = torch.from_numpy(g.random(n) < 0.1)
+    calls = {
+        "dprr": lambda g_, k, p: dprr(g_, 2.0, _keying=k, public=p),
+        "dprr n_max": lambda g_, k, p: dprr(g_, 3.0, _keying=k, n_max=5000, public=p, symmetrize="or"),
+        "rr_edges": lambda g_, k, p: rr_edges(g_, 4.0, _keying=k, public=p, max_output_edges=10**8),
+    }
+    for cd in (torch.int32, torch.int64):
+        csr = CSR(torch.from_numpy(rp), torch.from_numpy(col).to(cd), n)
+        dcsr = CSR(csr.rowptr.cuda(), csr.col.cuda(), n)
+        for name, call in calls.items():
+            for p in (None, pub):
+                wk = Keying(_secret(), user_keys=keys, ids=True)
+                want = call(csr, wk, p)
+                gk = Keying(_secret(), user_keys=keys.cuda(), ids=True)
+                got = call(dcsr, gk, None if p is None else p.cuda())
+                key = (name, cd, p is None)
+                assert got.backend == "cuda" and got.noisy.col.is_cuda and got.noisy.col.dtype == cd, key
+                assert torch.equal(got.noisy.rowptr.cpu(), want.noisy.rowptr), key
+                assert torch.equal(got.noisy.col.cpu(), want.noisy.col), key
+                assert torch.equal(got.edge_index.cpu(), want.edge_index), key
+                for f in ("d_star", "q"):
+                    a, b = getattr(got, f), getattr(want, f)
+                    if b is not None:
+                        assert a.is_cuda and torch.equal(a.cpu().nan_to_num(-7), b.nan_to_num(-7)), (key, f)
+                assert np.array_equal(gk.last[2], wk.last[2]), key
+
+
 def _public_calls():
     from ldpfast.mechanisms import grr, grr_fs, multibit_encode, onebit, rr_labels
 
@@ -907,6 +1059,70 @@ def _edge_graph(col_dtype, n=2000, hub=1500, seed=3):
     ei = torch.cat([ei, torch.stack([torch.zeros(hub, dtype=torch.long), torch.arange(1, hub + 1)])], 1)
     csr = to_csr(ei, n, symmetrize=True)
     return CSR(csr.rowptr, csr.col.to(col_dtype), n)
+
+
+def _cell_word(seed, stream, row, col, j):
+    """Word j of Philox cell (seed, stream, row, col) (csrc/common/philox.h's addressing)."""
+    from ldpfast.rng import philox4x32_10
+
+    ctr = np.array([[j // 4, col, row & 0xFFFFFFFF, ((row >> 32) & 0xFFFF) | (stream << 16)]], np.uint64)
+    key = np.array([[seed & 0xFFFFFFFF, seed >> 32]], np.uint64)
+    return int(philox4x32_10(ctr, key)[0, j % 4])
+
+
+def _rr_cases(col_dtype):
+    """(name, args of the C++ edges_rr_count / _fill without outputs; pub empty for none): the
+    sparse RR sampler's branches.  True edges: kept with probability in (0, 1), always, never,
+    and rows whose p_true ties the word of neighbour 3 or 40 with its first digit (the tie settled
+    from further words: the rest of the row is read after them).  False edges: none, rare, 0.05,
+    0.3 and 0.5 (geometric blocks of 2 and 1 trials), every non-neighbour (p_false >= 1).  Long
+    rows; public users."""
+    n = 300
+    rp, col = _keyed_graph(n, 3, col_dtype, 2)
+    deg = np.diff(rp)
+    g = np.random.default_rng(4)
+    seed, st_t, c_t, st_f, c_f = 2**63 + 5, 7, 0, 8, 0
+    pt, pf = g.uniform(0, 1, n), g.uniform(0, 0.01, n)
+    pt[:30], pf[:30], pt[30:60], pf[30:60] = 1.0, 0.0, 0.0, 0.05
+    pf[60:90], pf[90:100], pf[100:110], pt[110:115] = 0.3, 0.5, 1.0, 1.0
+    ties = [(i, j) for i, j in ((int(np.argmax(deg)), 40), (int(np.flatnonzero(deg > 8)[-1]), 3))]
+    assert all(deg[i] > j + 5 for i, j in ties)
+    for i, j in ties:  # K = floor(2^32 p_true) = word j of the row's true cell
+        pt[i] = (_cell_word(seed, st_t, i, c_t, j) + 0.5) / 2.0**32
+    pub = (g.uniform(size=n) < 0.1).astype(np.uint8)
+    pub[[i for i, _ in ties]] = 0
+    for name, pb in (("", np.empty(0, np.uint8)), (" public", pub)):
+        yield f"rr{name}", (rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pb)
+    yield "rr one p", (rp, col, 99, 9, 0, 9, 1, np.full(n, 0.8), np.full(n, 0.2), np.empty(0, np.uint8))
+
+
+def _rr_cpp(args):
+    import ldpfast._C as C
+
+    rp, col = args[0], args[1]
+    n = rp.shape[0] - 1
+    orp = np.zeros(n + 1, dtype=np.int64)
+    C.edges_rr_count(*args, orp, True)
+    np.cumsum(orp, out=orp)
+    oc = np.empty(int(orp[n]), dtype=col.dtype)
+    C.edges_rr_fill(*args, orp, oc)
+    return orp, oc
+
+
+def _rr_cuda(args, to_dev):
+    rp, col, seed, st_t, c_t, st_f, c_f, pt, pf, pb = args
+    orp, oc = _cuda.edges_rr(to_dev(rp), to_dev(col), seed, st_t, c_t, st_f, c_f, to_dev(pt), to_dev(pf),
+                             to_dev(pb) if pb.size else None)
+    return orp.cpu().numpy(), oc.cpu().numpy()
+
+
+@_apply(gpu)
+@pytest.mark.parametrize("col_dtype", [np.int32, np.int64])
+def test_gpu_rr_sampler_bit_identical_to_cpp(col_dtype):
+    """The sparse RR sampler (edges.cu, a warp per row) on every branch equals the C++ one."""
+    for name, args in _rr_cases(col_dtype):
+        want, got = _rr_cpp(args), _rr_cuda(args, lambda a: torch.from_numpy(a).cuda())
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), name
 
 
 @_apply(gpu)

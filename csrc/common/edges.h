@@ -1,7 +1,9 @@
 // Edge-LDP per-row bodies shared by csrc/cpu/edges.cpp (std::thread over rows) and
-// csrc/cuda/edges.cu (one CUDA thread per row): DPRR's per-user probabilities, the sparse RR
-// sampler (kept true edges and skip-sampled false edges, mapped to node ids), LocalLap's
-// entry noise and zero candidates, and the row-wise CSR combination of the server rules.
+// csrc/cuda/edges.cu (a CUDA thread per row; the sparse RR sampler a warp per row, which reads
+// the same cells' words in the same order as rr_row_count / rr_row_fill): DPRR's per-user
+// probabilities, the sparse RR sampler (kept true edges and skip-sampled false edges, mapped to
+// node ids), LocalLap's entry noise and zero candidates, and the row-wise CSR combination of the
+// server rules.
 // Every draw is addressed by (seed, stream, row, col) and consumed in the same order here
 // for both builds, so CPU and CUDA outputs are the same bits by construction.  Host-only
 // functions (std::, malloc) cannot appear here.  See edges.cpp for the algorithms and the

@@ -1,8 +1,10 @@
 // Edge LDP keyed to users (ldpfast/mechanisms/edges/_keyed.py): Warner RR and DPRR whose every
 // bit (i, j) is addressed by user i's coin seed and user j's key, never by row positions, so a
 // user's report over the users it already covered does not change when others join, leave or
-// are reordered.  One body for csrc/cpu/edges_keyed.cpp and, line for line, the Numba twin
-// ldpfast/_numba/edges_keyed.py.
+// are reordered.  One body for csrc/cpu/edges_keyed.cpp and csrc/cuda/edges_keyed.cu (which
+// walks each (row, field) in a thread of its own, sorts the hits, then decides each hit and each
+// true edge in a thread of its own: the same cells, so the same bits) and, line for line, the
+// Numba twin ldpfast/_numba/edges_keyed.py.
 //
 // Local row i (global id row0 + i; col holds global ids) (private), coin seed s = seeds[i] (derived from the user's key and the parameters, not
 // from their data: ldpfast/privacy/users.py), positions = user keys in [0, S):
@@ -26,6 +28,10 @@
 //     the RR bits and data-independent uniforms (post-processing), not two RR reports.
 #pragma once
 #include "rng.h"
+
+#if defined(__CUDACC_RTC__)
+typedef unsigned char uint8_t;
+#endif
 
 namespace ldp {
 namespace keyed {
@@ -69,17 +75,22 @@ LDP_HD double level_rate(int L, double pm) {
     return (r - r1) / (1.0 - r1);
 }
 
-// Hits of one skip field at rate p over positions [0, S): f(k) in increasing k.
+// Hits of one skip field with geometric parameters gp over positions [0, S): f(k) in increasing k.
 template <class F>
-LDP_HD void skip_field(CellRng& g, double p, int64_t S, F&& f) {
-    if (!(p > 0.0) || S <= 0) return;
-    const GeomParams gp = geom_params(p);
+LDP_HD void skip_walk(CellRng& g, const GeomParams& gp, int64_t S, F&& f) {
     for (int64_t k = -1;;) {
         const int64_t gap = geom_draw(g, gp);
         if (gap >= S - 1 - k) break;
         k += gap + 1;
         f(k);
     }
+}
+
+// Hits of one skip field at rate p over positions [0, S): f(k) in increasing k.
+template <class F>
+LDP_HD void skip_field(CellRng& g, double p, int64_t S, F&& f) {
+    if (!(p > 0.0) || S <= 0) return;
+    skip_walk(g, geom_params(p), S, f);
 }
 
 // Keep decision of true edge (i, j): bernoulli_words of pt from the pair's own cell.
@@ -92,23 +103,45 @@ LDP_HD bool keep_pair(const KeyedArgs<K>& A, int64_t i, int64_t j) {
     return bernoulli_words(c, pt);
 }
 
-// The false-edge field of row i: push(k, level) for each hit (mode 0: level 0; mode 1: the
-// level of each field, positions possibly repeated across levels; the launcher dedups).
+// The lowest field row i walks: mode 0 its one field (0); mode 1 the level of q (none, L_TOP + 1,
+// when q <= 0).  Fields lowest .. L_TOP (mode 0: field 0 alone) are the row's.
+template <class K>
+LDP_HD int lowest_field(const KeyedArgs<K>& A, int64_t i) {
+    if (A.mode == 0) return 0;
+    const double q = A.pf[i];
+    return q > 0.0 ? level_of(q) : L_TOP + 1;
+}
+
+// One false-edge field of row i: push(k, f) for each hit, in increasing k (mode 0: field 0 at
+// rate pf[i]; mode 1: level f's own skip field).  The CUDA build walks each (row, field) in a
+// thread of its own (csrc/cuda/edges_keyed.cu).
 template <class K, class Push>
-LDP_HD void false_hits(const KeyedArgs<K>& A, int64_t i, Push&& push) {
+LDP_HD void field_hits(const KeyedArgs<K>& A, int64_t i, int f, Push&& push) {
     const uint64_t s = A.seeds[i];
     if (A.mode == 0) {
         CellRng g(s, A.st_f, 0, RR_FALSE_COL);
         skip_field(g, A.pf[i], A.S, [&](int64_t k) { push(k, 0); });
         return;
     }
-    const double q = A.pf[i];
-    if (!(q > 0.0)) return;
-    const int Lt = level_of(q);
-    for (int L = L_TOP; L >= Lt; --L) {
-        CellRng g(s, A.st_f, 0, (uint32_t)L);
-        skip_field(g, level_rate(L, A.pm), A.S, [&](int64_t k) { push(k, L); });
-    }
+    CellRng g(s, A.st_f, 0, (uint32_t)f);
+    skip_field(g, level_rate(f, A.pm), A.S, [&](int64_t k) { push(k, f); });
+}
+
+// Mode 1's level f of row i with gp = geom_params(level_rate(f, pm)), which is the same for every
+// row (the CUDA build computes the levels' parameters once per thread block): field_hits' hits.
+template <class K, class Push>
+LDP_HD void level_hits(const KeyedArgs<K>& A, int64_t i, int f, const GeomParams& gp, Push&& push) {
+    if (!(level_rate(f, A.pm) > 0.0) || A.S <= 0) return;
+    CellRng g(A.seeds[i], A.st_f, 0, (uint32_t)f);
+    skip_walk(g, gp, A.S, [&](int64_t k) { push(k, f); });
+}
+
+// The false-edge fields of row i: push(k, level) for each hit (mode 0: level 0; mode 1: the
+// level of each field, positions possibly repeated across levels; the launcher dedups).
+template <class K, class Push>
+LDP_HD void false_hits(const KeyedArgs<K>& A, int64_t i, Push&& push) {
+    const int top = A.mode == 0 ? 0 : L_TOP, low = lowest_field(A, i);
+    for (int f = top; f >= low; --f) field_hits(A, i, f, push);
 }
 
 // Whether a hit at key position k with top level Lmax is an output of row i (the candidate

@@ -282,6 +282,23 @@ struct CellRng {
         pos = 0;
     }
 
+    // Philox block d of this cell (words 4 d .. 4 d + 3): what a warp's lanes make side by side.
+    LDP_HD u32x4 block(uint32_t d) const {
+        u32x4 c = {{d, c1, c2, c3}};
+        return philox4x32_10(c, k0, k1);
+    }
+
+    // Index of the next word this generator hands out (words of earlier blocks + pos).
+    LDP_HD uint64_t word() const { return (uint64_t)draw * 4u - (uint64_t)len + (uint64_t)pos; }
+
+    // Jump to word w of the cell's stream (the words a fresh generator would hand out after
+    // reading w of them): a lane resuming a draw that a warp started elsewhere.
+    LDP_HD void seek(uint64_t w) {
+        draw = (uint32_t)(w >> 2);
+        refill();
+        pos = (int)(w & 3u);
+    }
+
     LDP_HD uint32_t next_u32() {
         if (pos == len) refill();
         const int p = pos++;

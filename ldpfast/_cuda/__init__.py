@@ -32,7 +32,9 @@ randomisers and input checks (``features.cu``, bodies shared with the C++ build 
 the edge mechanisms (``edges.cu``: DPRR's per-user
 probabilities, the sparse RR sampler, LocalLap's entry noise and zero candidates, the
 server-side row combination; bodies shared with ``csrc/cpu/edges.cpp`` in
-``csrc/common/edges.h``) and the graph checks / edge_index writer (``graph.cu``, body in
+``csrc/common/edges.h``), the user-keyed RR / DPRR sampler and degree noise (``edges_keyed.cu``:
+hits per (row, field), a sort by (row, key, level), a thread per coin; bodies shared with
+``csrc/cpu/edges_keyed.cpp`` in ``csrc/common/edges_keyed.h``) and the graph checks / edge_index writer (``graph.cu``, body in
 ``csrc/common/graph.h``) and the synthetic-graph generator (``synthetic.cu``: the
 Miller-Hagberg walk, the trim priorities and the features, bodies shared with
 ``csrc/cpu/synthetic.cpp`` in ``csrc/common/synthetic.h``; it has only been compiled, never
@@ -60,7 +62,7 @@ Layout (one module per ``csrc/cuda/<family>.cu``): :mod:`._core` finds ``csrc/``
 program (:func:`program`), loads it through CuPy and launches a kernel (``_launch``, ``_ptr``:
 the launcher modules reach both through ``_core`` at call time, so a test patches one place);
 ``rng``, ``propagate``, ``reconstruct``, ``features`` (feature and label randomisers, input
-checks), ``sampling``, ``fingerprint``, ``userkey`` (per-user report keys), ``synthetic``, ``edges`` and ``graph`` hold the
+checks), ``sampling``, ``fingerprint``, ``userkey`` (per-user report keys), ``synthetic``, ``edges``, ``edges_keyed`` and ``graph`` hold the
 launchers, all re-exported here: :mod:`ldpfast._backend` uses this package as the ``cuda``
 backend module and calls ``ldpfast._cuda.<op>``.
 """
@@ -76,6 +78,7 @@ from ._core import (
                     program,
 )
 from .edges import csr_combine, dprr_probs, edges_rr, locallap_edge_values, locallap_zero
+from .edges_keyed import keyed_dlap, keyed_rr
 from .features import (
                     check_categorical,
                     check_range,
@@ -145,6 +148,8 @@ __all__ = [  # the backend module's ops and the loader's names (tests, ldpfast i
                     "heter_nodes",
                     "host_ints",
                     "kernel_cache_dir",
+                    "keyed_dlap",
+                    "keyed_rr",
                     "locallap_edge_values",
                     "locallap_zero",
                     "multibit_encode",

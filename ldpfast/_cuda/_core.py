@@ -42,6 +42,7 @@ KERNELS = {
     "edges": ("dprr_probs", "rr_edges_i32", "rr_edges_i64", "ll_edge_values_i32",
               "ll_edge_values_i64", "ll_zero_i32", "ll_zero_i64", "csr_combine_i32",
               "csr_combine_i64"),
+    "edges_keyed": ("keyed_hits", "keyed_pick_i32", "keyed_pick_i64", "keyed_dlap"),
     "synthetic": ("synth_edges", "synth_priorities", "synth_proto", "synth_features_f32",
                   "synth_features_u8"),
     "graph": ("check_csr_i32", "check_csr_i64", "csr_to_edge_index_i32",

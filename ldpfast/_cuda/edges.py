@@ -33,7 +33,9 @@ def dprr_probs(rowptr, noise, g, p, pm):
 def edges_rr(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub=None):
     """Noisy lists of the sparse RR sampler as a CSR (rowptr, col): row i keeps each true edge
     with probability p_true[i] and each non-neighbour j != i with p_false[i]; pub (uint8,
-    optional): rows copied unchanged.  Same bits as the C++ edges_rr_sample / _count + _fill."""
+    optional): rows copied unchanged.  Same bits as the C++ edges_rr_sample / _count + _fill.
+    A warp per row (csrc/cuda/edges.cu): coalesced neighbours, the false edges' geometric gaps
+    drawn speculatively across the lanes and chained by shuffles."""
     import torch
 
     n = rowptr.numel() - 1
@@ -48,10 +50,11 @@ def edges_rr(rowptr, col, seed, st_t, c_t, st_f, c_f, p_true, p_false, pub=None)
     counts = torch.zeros(n, dtype=torch.int64, device=dev)
     head = (_ptr(rowptr), _ptr(col), np.int64(n), np.uint64(seed), np.uint32(st_t), np.uint32(c_t),
             np.uint32(st_f), np.uint32(c_f), _ptr(p_true), _ptr(p_false), pp)
-    _launch("edges", kern, n, head + (_ptr(counts), NULL, NULL, np.int32(0)), dev)
+    # a warp per row (edges.cu): 32 threads each
+    _launch("edges", kern, 32 * n, head + (_ptr(counts), NULL, NULL, np.int32(0)), dev)
     orp = _prefix(counts)
     ocol = torch.empty(int(orp[-1]), dtype=col.dtype, device=dev)
-    _launch("edges", kern, n, head + (NULL, _ptr(orp), _ptr(ocol), np.int32(1)), dev)
+    _launch("edges", kern, 32 * n, head + (NULL, _ptr(orp), _ptr(ocol), np.int32(1)), dev)
     return orp, ocol
 
 

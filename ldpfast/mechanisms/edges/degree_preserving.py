@@ -120,7 +120,8 @@ def dprr(
         wholly fresh report (charged).  With user keys, eq. (6) uses ``n_max`` when it is given
         (so ``q_i`` does not move as the graph grows); without ``n_max`` it uses ``n``, and a
         new ``n`` is a new setting: every user's report is then fresh, and charged.
-        CPU only for now.  Default: rows are the users of this graph only (one release).
+        On CUDA data the keyed sampler runs on the device (same bits).  Default: rows are the
+        users of this graph only (one release).
     dataset : str
         Dataset name (domain separator; default ``"default"``).
 
@@ -223,40 +224,35 @@ def _dprr(csr: CSR, eps: float, keying, eps1, public, n_max, alpha, symmetrize, 
 
 
 def _dprr_keyed(csr: CSR, keying, law: dict, pub, p: float, pm: float, n_q: int, backend):
-    """DPRR keyed to users (:mod:`._keyed`) on a whole graph."""
-    if _backend.device_of(csr.rowptr) == "cuda":
-        raise _backend.BackendUnavailable(
-            "dprr with user keys has no CUDA path yet; move the graph to the CPU (the report does not depend on "
-            "the device) or leave user keys out")
+    """DPRR keyed to users (:mod:`._keyed`) on a whole graph, on the graph's device."""
     n = csr.num_nodes
-    keys = keying.keys(n, csr.rowptr.device).numpy()
-    orp, ocol, d_star, q = dprr_keyed_rows(keying, law, csr.rowptr.contiguous().numpy(),
-                                           csr.col.contiguous().numpy(), keys, n_q=n_q, p=p, pm=pm, pub=pub,
-                                           backend=backend)
-    oc = torch.from_numpy(ocol)
-    noisy = CSR(torch.from_numpy(orp), oc.to(torch.int32) if csr.col.dtype == torch.int32 else oc, n)
-    if isinstance(pub, np.ndarray) and pub.size:
-        m = pub.astype(bool)
-        d_star[m] = np.nan
-        q[m] = np.nan
-    return noisy, None, torch.from_numpy(d_star), torch.from_numpy(q)
+    rows = _keyed.graph_rows(csr, keying.keys(n, csr.rowptr.device), _device(csr))
+    orp, ocol, d_star, q = (_keyed.tensor(a) for a in dprr_keyed_rows(keying, law, *rows, n_q=n_q, p=p, pm=pm,
+                                                                       pub=pub, backend=backend))
+    noisy = CSR(orp, ocol.to(torch.int32) if csr.col.dtype == torch.int32 else ocol, n)
+    m = _keyed.public_mask(pub)
+    if m is not None:
+        nan = torch.full_like(d_star, float("nan"))
+        d_star, q = torch.where(m, nan, d_star), torch.where(m, nan, q)
+    return noisy, None, d_star, q
 
 
-def dprr_keyed_rows(keying, law: dict, rp: np.ndarray, col: np.ndarray, keys: np.ndarray, *, n_q: int, p: float,
-                    pm: float, pub=None, backend=None, row0: int = 0):
+def dprr_keyed_rows(keying, law: dict, rp, col, keys, *, n_q: int, p: float, pm: float, pub=None, backend=None,
+                    row0: int = 0):
     """DPRR keyed to users on rows ``[row0, row0 + m)`` of a graph (a whole graph, or a shard of
     :func:`ldpfast.distributed.shards.randomize`): ``rp`` local, ``col`` global ids, ``keys``
-    every user's key, ``keying`` the rows' Keying.  Degree noise, coins and report ids from one
-    seed per user (key, neighbour set, parameters, ``n_q``), q by eq. (6) with ``n_q``.
-    Returns ``(rowptr, col, d_star, q)``."""
-    pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
+    every user's key (host arrays, or device tensors: the CUDA sampler), ``keying`` the rows'
+    Keying.  Degree noise, coins and report ids from one seed per user (key, neighbour set,
+    parameters, ``n_q``), q by eq. (6) with ``n_q``.  Returns ``(rowptr, col, d_star, q)``."""
+    pubm = _keyed.public_mask(pub)
     # one seed per user for the degree noise (stream DPRR_DEGREE) and every RR coin (DPRR_TRUE /
     # DPRR_FALSE), from the key, the whole neighbour set and every parameter of the law (n_q
     # included: eq. (6)'s q moves with it): a changed list or setting is a wholly fresh report
-    seeds = _keyed.list_seeds(keying, "dprr", {**law, "n_q": int(n_q), "levels": _keyed.L_TOP}, rp, col, keys, pubm)
-    noise = _keyed.degree_noise(torch.from_numpy(seeds.view(np.int64)), law["dlap_t"], law["dlap_s"], backend)
-    coins = seeds
-    d_star = np.diff(rp).astype(np.float64) + law["granularity"] * noise.astype(np.float64)
+    coins = _keyed.list_seeds(keying, "dprr", {**law, "n_q": int(n_q), "levels": _keyed.L_TOP}, rp, col, keys, pubm)
+    on_dev = _keyed.on_device(rp)
+    noise = _keyed.degree_noise(coins if on_dev else torch.from_numpy(coins.view(np.int64)), law["dlap_t"],
+                                law["dlap_s"], backend, on_dev)
+    d_star = _keyed.noisy_degrees(rp, noise, law["granularity"])
     q = _q_of(d_star, n_q, p, pm)
     orp, ocol = _keyed.sample_rows(rp, col, keys, _keyed.key_table(keys, "dprr"), coins, mode=1,
                                    st_t=int(Stream.DPRR_TRUE), st_f=int(Stream.DPRR_FALSE), p_true=p * q, p_false=q,
@@ -275,8 +271,14 @@ def _bit_probs(d_star: np.ndarray, n: int, eps2: float):
     return p, pm, q, p * q, pm * q
 
 
-def _q_of(d_star: np.ndarray, n: int, p: float, pm: float) -> np.ndarray:
-    """Eq. (6) with Proj onto [0, 1]; q = 0 where d* <= 0.  (p - pm) is 2p - 1."""
+def _q_of(d_star, n: int, p: float, pm: float):
+    """Eq. (6) with Proj onto [0, 1]; q = 0 where d* <= 0.  (p - pm) is 2p - 1.  A tensor (the
+    keyed CUDA path) gets the same IEEE operations where it lives."""
+    if isinstance(d_star, torch.Tensor):
+        pos = d_star > 0
+        ds = torch.where(pos, d_star, torch.ones_like(d_star))
+        q = ds / (ds * (p - pm) + (n - 1) * pm)
+        return torch.clamp(torch.where(pos, q, torch.zeros_like(q)), 0.0, 1.0)
     pos = d_star > 0
     ds = np.where(pos, d_star, 1.0)
     q = ds / (ds * (p - pm) + (n - 1) * pm)

@@ -86,19 +86,19 @@ def rr_edges(
     return _rr_edges(_graph_csr(graph, backend), eps, keying, max_output_edges, public, symmetrize, backend)
 
 
-def rr_keyed_rows(keying, eps: float, rp: np.ndarray, col: np.ndarray, keys: np.ndarray, *, pub=None,
-                  backend=None, row0: int = 0):
+def rr_keyed_rows(keying, eps: float, rp, col, keys, *, pub=None, backend=None, row0: int = 0):
     """Warner's RR keyed to users on rows ``[row0, row0 + m)`` of a graph (as
-    :func:`~ldpfast.mechanisms.edges.degree_preserving.dprr_keyed_rows`): every coin of a user's
-    report, and its report id, from the user's key and the keyed digest of their whole neighbour
-    set (a changed list is a wholly fresh report: :mod:`._keyed`).  Returns ``(rowptr, col)``."""
+    :func:`~ldpfast.mechanisms.edges.degree_preserving.dprr_keyed_rows`; host arrays or device
+    tensors): every coin of a user's report, and its report id, from the user's key and the
+    keyed digest of their whole neighbour set (a changed list is a wholly fresh report:
+    :mod:`._keyed`).  Returns ``(rowptr, col)``."""
     m = rp.shape[0] - 1
     p, pm = _rr_probs(eps)
-    pubm = torch.from_numpy(pub.astype(bool)) if isinstance(pub, np.ndarray) and pub.size else None
+    pubm = _keyed.public_mask(pub)
     coins = _keyed.list_seeds(keying, "rr_edges", {"eps": eps}, rp, col, keys, pubm)
     return _keyed.sample_rows(rp, col, keys, _keyed.key_table(keys, "rr_edges"), coins, mode=0,
-                              st_t=int(Stream.RR_EDGES), st_f=int(Stream.RR_EDGES), p_true=np.full(m, p),
-                              p_false=np.full(m, pm), pm=pm, pub=pub, backend=backend, row0=row0)
+                              st_t=int(Stream.RR_EDGES), st_f=int(Stream.RR_EDGES), p_true=_keyed.per_row(rp, m, p),
+                              p_false=_keyed.per_row(rp, m, pm), pm=pm, pub=pub, backend=backend, row0=row0)
 
 
 def _rr_edges(csr: CSR, eps: float, keying, max_output_edges, public, symmetrize, backend,
@@ -121,16 +121,10 @@ def _rr_edges(csr: CSR, eps: float, keying, max_output_edges, public, symmetrize
     p, pm = _rr_probs(eps)
     num_public = _num_public(pub)
     keyed = keying.user_keys is not None
-    if keyed:  # every bit addressed by the two users' keys (._keyed)
-        if dev == "cuda":
-            raise _backend.BackendUnavailable(
-                "rr_edges with user keys has no CUDA path yet; move the graph to the CPU (the report does not "
-                "depend on the device) or leave user keys out")
-        keys = keying.keys(n, csr.rowptr.device).numpy()
-        orp, ocol = rr_keyed_rows(keying, eps, csr.rowptr.contiguous().numpy(), csr.col.contiguous().numpy(), keys,
-                                  pub=pub, backend=backend)
-        oc = torch.from_numpy(ocol)
-        noisy, ei = CSR(torch.from_numpy(orp), oc.to(torch.int32) if csr.col.dtype == torch.int32 else oc, n), None
+    if keyed:  # every bit addressed by the two users' keys (._keyed), on the graph's device
+        rows = _keyed.graph_rows(csr, keying.keys(n, csr.rowptr.device), dev)
+        orp, ocol = (_keyed.tensor(a) for a in rr_keyed_rows(keying, eps, *rows, pub=pub, backend=backend))
+        noisy, ei = CSR(orp, ocol.to(torch.int32) if csr.col.dtype == torch.int32 else ocol, n), None
     elif dev == "cuda":
         seed = _graph_seed(keying, "rr_edges", {"eps": eps, "n": n}, pub)
         k = _backend.get(dev, backend)
