@@ -7,7 +7,12 @@ from typing import Any
 
 from ..._checks import check_eps, check_int, check_prob, check_real
 
-__all__ = ["PrivacyReport"]
+__all__ = ["METHODS", "PrivacyReport"]
+
+METHODS = ("rdp", "pld", "prv", "gdp")
+"""Accounting methods: Rényi DP (Theorem 2 + Theorem 1), the privacy loss distribution
+(``dp_accounting``'s composition), the privacy random variable (our own FFT accountant) and
+Gaussian DP (a valid, loose bound); :mod:`ldpfast.privacy.accountants`."""
 
 
 # ----------------------------------------------------------------------------- reports
@@ -72,6 +77,10 @@ class _Calibrating:
     def epsilon(self, sigma: float, T: int, delta: float, *, method: str = "rdp") -> PrivacyReport:
         raise NotImplementedError
 
+    def _within(self, sigma: float, T: int, delta: float, eps: float, method: str, **epsilon_kw) -> bool:
+        """Whether ``epsilon(sigma, T, delta).eps <= eps`` (accountants may decide it faster)."""
+        return self.epsilon(sigma, T, delta, method=method, **epsilon_kw).eps <= eps
+
     def calibrate_sigma(self, eps: float, delta: float, T: int, *, method: str = "rdp",
                         rel_tol: float = 1e-3, sigma_max: float = 1e4, **epsilon_kw) -> float:
         """Smallest ``sigma`` (to ``rel_tol``, rounded up) with ``epsilon(sigma) <= eps``
@@ -91,7 +100,7 @@ class _Calibrating:
             raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
 
         def ok(s):
-            return self.epsilon(s, T, delta, method=method, **epsilon_kw).eps <= eps
+            return self._within(s, T, delta, eps, method, **epsilon_kw)
 
         hi = 1.0
         while not ok(hi):

@@ -65,7 +65,7 @@ class MixtureAccountant(_Calibrating):
                 r = self.rdp(sigma)
                 e, a = rdp_to_epsilon(self.orders, T * r.rdp, delta)
             else:
-                e, a, _ = _eps_lazy(self.sensitivities, np.log(self.probs)[None, :], [None], sigma, T, delta,
+                e, a, _, _ = _eps_lazy(self.sensitivities, np.log(self.probs)[None, :], [None], sigma, T, delta,
                                     0.0, self.orders, self.rtol)
             return PrivacyReport(e, delta, sigma, T, "rdp", order=a, params=params, model=self.model)
         if method == "pld":

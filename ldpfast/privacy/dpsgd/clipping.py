@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import random
 from dataclasses import dataclass
 
 import torch
@@ -226,9 +227,18 @@ class SubgraphGradSampleModule(torch.nn.Module):
         :data:`~ldpfast.privacy.dpsgd.mixing.MIXING_LAYERS` are refused.
     check_independence : bool
         Run :func:`~ldpfast.privacy.dpsgd.mixing.check_subgraph_independence` on the first
-        training forward with at least two sub-graphs (three extra forwards without
-        autograd, once; parameters, gradients, buffers, the RNG state and the batch are left
-        as they were).  Default on; turn it off only for a model already checked.
+        training forward with at least two sub-graphs (four extra forwards without
+        autograd; parameters, gradients, buffers, the RNG state and the batch are left as
+        they were), and again on a random fraction ``recheck_fraction`` of the later ones.
+        Default on; turn it off only for a model already checked.
+    recheck_fraction : float
+        In [0, 1]: each later training forward with at least two sub-graphs is checked
+        again with this probability (default 0.05), drawn from a generator seeded by the OS
+        and independent of the training's randomness, so that a model which starts mixing
+        sub-graphs after a warm-up (a branch taken from step ``s`` on) is caught: ``k``
+        mixing steps escape with probability ``(1 - f)^k`` (0.6% for ``k = 100`` at the
+        default).  Cost (``benchmarks/bench_dpsgd_guards.py``): about ``f`` times one check
+        per step, a check costing about one training step.  0 checks the first batch only.
 
     Raises
     ------
@@ -251,15 +261,24 @@ class SubgraphGradSampleModule(torch.nn.Module):
     :class:`DPOptimizer` before each release) when there are no per-sub-graph gradients.
     """
 
-    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True):
+    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True, recheck_fraction: float = 0.05):
         super().__init__()
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(check_independence, bool):
             raise TypeError(f"check_independence: expected a bool, got {type(check_independence).__name__}")
+        if isinstance(recheck_fraction, bool) or not isinstance(recheck_fraction, (int, float)) \
+                or not 0.0 <= recheck_fraction <= 1.0:
+            raise ValueError(f"recheck_fraction: expected a number in [0, 1], got {recheck_fraction!r}")
         self._module = model
         # the runtime check is pending until a training forward with >= 2 sub-graphs passed it
         self._independence_pending = check_independence
+        self._check_independence = check_independence
+        self.recheck_fraction = float(recheck_fraction)
+        self._recheck_rng = random.Random()  # seeded by the OS: which steps are checked is not predictable
+        self.independence_checks = 0  # runs of the check so far
+        # set by NodeDPEngine: refuses a training batch its sampler did not draw for this step
+        self._batch_guard = None
         self._recs: list[_Rec] = []
         self._active = False
         self._seg: torch.Tensor | None = None
@@ -423,9 +442,10 @@ class SubgraphGradSampleModule(torch.nn.Module):
                 return self._module(batch.x, batch.edge_index)
             x, edge_index, seg = batch.x, batch.edge_index, batch.batch
             bins = getattr(batch, "size_bins", None)
+            source = batch
         else:
             bins = None
-            x = batch
+            x, source = batch, None
             if seg is None or num_subgraphs is None:
                 if record:
                     raise ValueError("seg, num_subgraphs: required when calling with (x, edge_index) in training "
@@ -434,9 +454,13 @@ class SubgraphGradSampleModule(torch.nn.Module):
                 return self._module(x, edge_index)
         if not record:  # evaluation: leave the recorded batch (if any) alone
             return self._module(x, edge_index)
-        if self._independence_pending and int(num_subgraphs) >= 2:
+        if self._batch_guard is not None:
+            self._batch_guard(source)
+        if self._check_independence and int(num_subgraphs) >= 2 and (
+                self._independence_pending or self._recheck_rng.random() < self.recheck_fraction):
             check_subgraph_independence(self._module, x, edge_index, seg, int(num_subgraphs))
             self._independence_pending = False
+            self.independence_checks += 1
         self._recs = []
         self._seg = seg
         self._size_bins = bins
@@ -528,16 +552,20 @@ class SubgraphGradSampleModule(torch.nn.Module):
             return self._rows_seg(n0).repeat_interleave(rep)
         return self._rows_seg(rows_g)
 
-    def norms(self) -> torch.Tensor:
-        """Per-sub-graph L2 norms of the full gradient (float64, shape (B,))."""
+    def norms(self, per_parameter: bool = False) -> torch.Tensor:
+        """Per-sub-graph L2 norms of the full gradient (float64, shape (B,)), or with
+        ``per_parameter`` of each trainable parameter's part (shape (B, P), parameters in
+        ``model.parameters()`` order: per-layer clipping)."""
         B = self._num_subgraphs
-        sq = torch.zeros(B, dtype=torch.float64, device=self._device())
+        col = {id(p): i for i, p in enumerate(p for p in self._module.parameters() if p.requires_grad)}
+        sq_all = torch.zeros(B, len(col) if per_parameter else 1, dtype=torch.float64, device=self._device())
         # group the uses of each parameter: per-sub-graph gradients add up across uses
         groups: dict[int, list] = {}
         for r, p, a, g in self._per_param_terms():
             groups.setdefault(id(p), []).append((self._seg_rows(r, g.shape[0]), a, g))
         blocks: dict[int, _Blocks] = {}  # by segmentation: most weights share the batch's
-        for uses in groups.values():
+        for pid, uses in groups.items():
+            sq = sq_all[:, col[pid] if per_parameter else 0]  # a view: += accumulates in place
             seg = uses[0][0] if len(uses) == 1 else torch.cat([u[0] for u in uses])
             G = uses[0][2] if len(uses) == 1 else torch.cat([u[2] for u in uses])
             if uses[0][1] is None:
@@ -548,7 +576,7 @@ class SubgraphGradSampleModule(torch.nn.Module):
                 if id(seg) not in blocks:
                     blocks[id(seg)] = _Blocks(seg, B, self._known_bins(seg))
                 sq += _weight_sq_norms(A, G, blocks[id(seg)], B)
-        return sq.sqrt()
+        return sq_all.sqrt() if per_parameter else sq_all[:, 0].sqrt()
 
     def _known_bins(self, seg: torch.Tensor) -> tuple[int, ...] | None:
         """Host histogram of the size bins of ``seg`` without a host read, when known: the
@@ -559,21 +587,34 @@ class SubgraphGradSampleModule(torch.nn.Module):
             return (self._num_subgraphs,) + (0,) * (_buckets.NUM_BINS - 1)
         return None
 
-    def clip_and_accumulate(self, max_grad_norm: float) -> ClipStats:
+    def clip_and_accumulate(self, max_grad_norm) -> ClipStats:
         """Write ``sum_b min(1, C/||g_b||) g_b`` into every parameter's ``.grad``.
 
         Must follow ``loss.backward()`` of a sum of per-sub-graph losses on the batch of the
-        last :meth:`forward`.
+        last :meth:`forward`.  ``max_grad_norm``: ``C`` (> 0), or a sequence of one ``C_k``
+        per trainable parameter (per-layer clipping: each parameter's part of ``g_b`` is
+        clipped to its own ``C_k``, so ``||g_b|| <= sqrt(sum C_k^2)``; the stats are then
+        ``(B, P)``).
         """
-        C = check_eps("max_grad_norm", max_grad_norm)
-        norms = self.norms()
+        per_param = not isinstance(max_grad_norm, (int, float))
+        params = [p for p in self._module.parameters() if p.requires_grad]
+        if per_param:
+            cs = [check_eps("max_grad_norm", c) for c in max_grad_norm]
+            if len(cs) != len(params):
+                raise ValueError(f"max_grad_norm: expected one clipping norm per trainable parameter ({len(params)}), "
+                                 f"got {len(cs)}")
+            C = torch.tensor(cs, dtype=torch.float64, device=self._device())
+        else:
+            C = check_eps("max_grad_norm", max_grad_norm)
+        norms = self.norms(per_parameter=per_param)
         factors = torch.clamp(C * (1 - CLIP_MARGIN) / norms.clamp_min(1e-300), max=1.0)
         fac = factors.float()
-        for p in self._module.parameters():
-            if p.requires_grad:
-                p.grad = torch.zeros_like(p)
+        col = {id(p): i for i, p in enumerate(params)}
+        for p in params:
+            p.grad = torch.zeros_like(p)
         for r, p, a, g in self._per_param_terms():
-            w = fac[self._seg_rows(r, g.shape[0])].unsqueeze(1).to(g.dtype)
+            f = fac[:, col[id(p)]] if per_param else fac
+            w = f[self._seg_rows(r, g.shape[0])].unsqueeze(1).to(g.dtype)
             if a is None:
                 p.grad += (w * g).sum(0).reshape(p.shape).to(p.dtype)
             else:
