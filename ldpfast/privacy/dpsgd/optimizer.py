@@ -482,7 +482,7 @@ class DPOptimizer:
     def _chunk_pending(self) -> bool:
         """Whether the last forward was a physical batch followed by more of the same step."""
         src = self.batch_source
-        return src is not None and src._more_chunks(self.steps)
+        return src is not None and src._take_chunk(self.steps)
 
     def _accumulate_chunk(self) -> ClipStats:
         """Clip a physical batch that is not the last of its logical batch and keep its
