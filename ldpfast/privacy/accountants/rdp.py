@@ -262,8 +262,10 @@ def gaussian_epsilon(sensitivity: float, sigma: float, T: int, delta: float) -> 
     inverted by bisection.  Reference for the degenerate mixture (tests)."""
     mu = math.sqrt(T) * sensitivity / sigma
 
-    def dlt(e):
-        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+    from scipy import special
+
+    def dlt(e):  # the second term in log space: e^eps overflows where Phi underflows
+        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e + float(special.log_ndtr(-e / mu - mu / 2)))
 
     if dlt(0.0) <= delta:
         return 0.0
