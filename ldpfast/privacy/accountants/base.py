@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import sys
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,6 +69,30 @@ class PrivacyReport:
 
 
 # ----------------------------------------------------------------------------- accountants
+class _Progress:
+    """A progress line on stderr for a calibration that runs past ``after`` seconds (then at
+    most every ``every`` seconds): what is tried, what it gives, how long it has taken."""
+
+    def __init__(self, what: str, after: float = 5.0, every: float = 2.0):
+        self.what, self.after, self.every = what, after, every
+        self.t0 = time.perf_counter()
+        self.last = -math.inf
+        self.n = 0
+
+    def wrap(self, fn):
+        def run(sigma):
+            out = fn(sigma)
+            self.n += 1
+            t = time.perf_counter() - self.t0
+            if t >= self.after and t - self.last >= self.every:
+                self.last = t
+                shown = f"eps {out:.4g}" if isinstance(out, float) else ("within" if out else "above")
+                print(f"[ldpfast] {self.what}: figure {self.n}, sigma {sigma:.5g}: {shown} ({t:.0f} s)",
+                      file=sys.stderr, flush=True)
+            return out
+        return run
+
+
 def _illinois(value, eps: float, rel_tol: float, sigma_max: float, delta: float, T: int, x0: float = 0.0,
               step: float = math.log(2.0), budget: int | None = None) -> float:
     """Smallest ``sigma`` (to ``rel_tol``, on the side where ``value(sigma) <= eps``) by the
@@ -175,8 +201,9 @@ class _Calibrating:
     def calibrate_sigma(self, eps: float, delta: float, T: int, *, method: str = "rdp",
                         rel_tol: float = 1e-3, sigma_max: float = 1e4, **epsilon_kw) -> float:
         """Smallest ``sigma`` (to ``rel_tol``, rounded up) with ``epsilon(sigma) <= eps``
-        (bisection in ``log sigma``; ``epsilon_kw`` go to :meth:`epsilon`, e.g.
-        ``value_discretization_interval`` for the PLD).
+        (false position in ``log sigma`` on a figure, or bisection on a decision;
+        ``epsilon_kw`` go to :meth:`epsilon`, e.g. ``value_discretization_interval`` for the
+        PLD).  Past 5 s a progress line goes to stderr every 2 s.
 
         Raises
         ------
@@ -190,13 +217,14 @@ class _Calibrating:
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
 
-        value = None if self._value(1.0, T, delta, eps, method, **epsilon_kw) is None else (
+        prog = _Progress(f"calibrating sigma ({method}) for eps {eps:g} at delta {delta:.3g}, T {T}")
+        value = None if self._value(1.0, T, delta, eps, method, **epsilon_kw) is None else prog.wrap(
             lambda s: self._value(s, T, delta, eps, method, **epsilon_kw))
         if value is not None:
             hi = _illinois(value, eps, rel_tol, sigma_max, delta, T)
         else:
-            hi = self._bisect(lambda s: self._within(s, T, delta, eps, method, **epsilon_kw), eps, rel_tol,
-                              sigma_max, delta, T)
+            hi = self._bisect(prog.wrap(lambda s: self._within(s, T, delta, eps, method, **epsilon_kw)), eps,
+                              rel_tol, sigma_max, delta, T)
         # the figure reported (epsilon) may take a path other than the test (a finer grid, its
         # own tail cap): make sure it meets the target too
         for _ in range(64):

@@ -120,7 +120,7 @@ import numpy as np
 from scipy import stats
 
 from ..._checks import check_eps, check_int, check_prob, check_real
-from .base import METHODS, PrivacyReport, _Calibrating, _check_T, _illinois
+from .base import METHODS, PrivacyReport, _Calibrating, _check_T, _illinois, _Progress
 from .pld import _pld_eps
 from .prv import gdp_epsilon, prv_epsilon
 from .rdp import DEFAULT_ORDERS, _check_orders, _eps_lazy, _mog_rdp_batch, rdp_to_epsilon
@@ -535,7 +535,9 @@ class HeterPoissonAccountant(_Calibrating):
         degrees = self._degrees_composed()
         coarse = max(vdi, 1e-2)
         worst_d = {}
+        prog = _Progress(f"calibrating sigma (pld) for eps {eps:g} at delta {delta:.3g}, T {T}")
 
+        @prog.wrap
         def coarse_value(x):
             v, worst_d[x] = self._worst("pld", x, T, d2, K, degrees, coarse) if d2 > 0 else (math.inf, None)
             return v
@@ -544,7 +546,7 @@ class HeterPoissonAccountant(_Calibrating):
         D = worst_d.get(s)
         if vdi < coarse and D is not None:
             c, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
-            s = _illinois(lambda x: _figure("pld", c, p, x, T, d2, vdi), eps, rel_tol, sigma_max, delta, T,
+            s = _illinois(prog.wrap(lambda x: _figure("pld", c, p, x, T, d2, vdi)), eps, rel_tol, sigma_max, delta, T,
                           x0=math.log(s), step=math.log(1 + 4 * rel_tol), budget=6)
         for _ in range(64):  # every degree, the reported path
             if self.epsilon(s, T, delta, method="pld", **epsilon_kw).eps <= eps:
