@@ -27,9 +27,9 @@ from benchmarks.harness import load_average, write_report
 GRAPHS = {"cora": (2708, 256, 2.0), "orkut": (3_072_441, 4096, 1.0)}
 
 
-def _timed(fn):
+def _timed(fn, *args, **kwargs):
     c0, t0 = time.process_time(), time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -56,8 +56,8 @@ def main(argv=None) -> int:
         for eps in a.eps:
             for m in methods:
                 acc = HeterPoissonAccountant(q, M, n)  # a fresh accountant: no cache from another run
-                sigma, wall, cpu = _timed(lambda acc=acc, m=m, eps=eps: acc.calibrate_sigma(eps, delta, T, method=m))
-                rep, wall_e, cpu_e = _timed(lambda acc=acc, m=m, sigma=sigma: acc.epsilon(sigma, T, delta, method=m))
+                sigma, wall, cpu = _timed(acc.calibrate_sigma, eps, delta, T, method=m)
+                rep, wall_e, cpu_e = _timed(acc.epsilon, sigma, T, delta, method=m)
                 row = {"case": f"{g} calibrate eps={eps:g}", "impl": m, "graph": g, "num_nodes": n, "q_b": q, "M": M,
                        "T": T, "delta": delta, "target_eps": eps, "sigma": sigma, "noise_multiplier_opacus": 2 * sigma,
                        "wall_s": wall, "cpu_s": cpu, "reported_eps": rep.eps, "epsilon_wall_s": wall_e,
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
             c, pr = heterpoisson_mixture(q, M, math.inf, K)
             for impl, fn in (("ldpfast mog_pld", _pld_eps), ("dp_accounting from_mixture_gaussian_mechanism",
                                                                _pld_eps_reference)):
-                e, wall, cpu = _timed(lambda fn=fn: fn(c, pr, sigma, T, delta, 1e-3))
+                e, wall, cpu = _timed(fn, c, pr, sigma, T, delta, 1e-3)
                 rows.append({"case": f"{g} one PLD figure (Poisson limit, K={K})", "impl": impl, "wall_s": wall,
                              "cpu_s": cpu, "eps": e, "sigma": sigma, "T": T, "loadavg_1m": load_average()[0]})
                 print(f"[bench_accountants] {g} one PLD figure, {impl}: {e:.6f} in {wall:.2f} s ({cpu:.2f} CPU-s)",

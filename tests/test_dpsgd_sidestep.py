@@ -14,6 +14,7 @@ On Cora (embedded): a one-layer GCN with 16 hidden units, no dropout.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import pytest
@@ -108,7 +109,7 @@ def test_a_batch_not_drawn_by_the_engines_sampler_is_refused(cora):
     """Finding 7: 4 steps on batches of a HeterPoisson at q_b 0.3 (planned 0.047) were
     accepted and reported at eps 7.94 (44.5 at the rate used).  Every batch but the one the
     engine's sampler drew for the optimizer's next step is refused at model(batch)."""
-    engine, net, _, model, opt, sampler = _private(cora)
+    engine, _net, _, model, opt, sampler = _private(cora)
     model.train()
     own = HeterPoisson(cora, 0.3, 2.0, seed=5, train_nodes=cora.train_mask).sample(0)
     with pytest.raises(DPUsageError, match=r"not drawn by the engine's sampler for step 0.*q_b=0.0"):
@@ -211,7 +212,7 @@ def test_the_store_remembers_the_spend_across_engines(cora, tmp_path):
     refuses the step."""
     store = ReportStore(tmp_path / "spend.sqlite")
     rec = {"store": store, "dataset": "cora", "run": "gcn-1"}
-    engine, net, _, model, opt, sampler = _private(cora, steps=14, **rec)
+    engine, _net, _, model, opt, sampler = _private(cora, steps=14, **rec)
     assert store.node_dp_spent("cora", "gcn-1") is None
     model.train()
     seen = []
@@ -229,7 +230,7 @@ def test_the_store_remembers_the_spend_across_engines(cora, tmp_path):
     assert got["users"] == int(cora.train_mask.sum())
     # a new engine: made private under the same run, it continues the count
     with pytest.warns(UserWarning, match="records 10 steps of run 'gcn-1'"):
-        engine2, _, _, model2, opt2, _ = _private(cora, steps=14, **rec)
+        engine2, _, _, _model2, _opt2, _ = _private(cora, steps=14, **rec)
     assert engine2.steps == 10
     with pytest.warns(UserWarning, match="the store records them"):
         engine2.load_state_dict(saved)  # the checkpoint of step 6: the count stays at 10
@@ -240,7 +241,7 @@ def test_the_store_remembers_the_spend_across_engines(cora, tmp_path):
     with pytest.raises(ValueError, match="other settings"):
         _private(cora, steps=14, sigma=3.0, **rec)
     # write-ahead: a store that cannot be written refuses the step, nothing released
-    engine3, net3, _, model3, opt3, sampler3 = _private(cora, steps=4, store=store, dataset="cora", run="gcn-2")
+    _engine3, net3, _, model3, opt3, sampler3 = _private(cora, steps=4, store=store, dataset="cora", run="gcn-2")
     store.close()
     model3.train()
     batch = next(iter(sampler3))
@@ -261,12 +262,12 @@ def test_heterpoisson_rdp_epsilon_is_monotone_in_T():
     non-decreasing in T, and never above the old figures."""
     acc = HeterPoissonAccountant(0.1, 2.0, 2708)
     eps = [acc.epsilon(1.0, T, 1e-4).eps for T in range(1, 7)]
-    assert all(a <= b for a, b in zip(eps, eps[1:])), eps
+    assert all(a <= b for a, b in itertools.pairwise(eps)), eps
     assert eps[0] < 24.16 and eps[4] < 24.41 and eps[1] <= 11.15 + 1e-9
     for q, M, s, d in ((0.1, 1.0, 1.0, 1e-6), (0.2, 3.0, 2.0, 1e-5), (0.05, 4.0, 0.8, 1e-3)):
         a = HeterPoissonAccountant(q, M, 2708)
         e = [a.epsilon(s, T, d).eps for T in (1, 2, 3, 5, 8)]
-        assert all(x <= y for x, y in zip(e, e[1:])), (q, M, s, d, e)
+        assert all(x <= y for x, y in itertools.pairwise(e)), (q, M, s, d, e)
 
 
 def test_the_cap_search_finds_the_minimum_over_caps():
