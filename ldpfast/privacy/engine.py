@@ -427,9 +427,9 @@ class NodeDPEngine:
         model : torch.nn.Module
             Called as ``model(x, edge_index)``, node-level outputs; parameters in the layers
             :class:`~ldpfast.privacy.dpsgd.SubgraphGradSampleModule` supports (or already
-            such a wrapper).  Wrapped in :class:`ldpfast.distributed.DPDDP` (under an
+            such a wrapper).  Wrapped in :class:`ldpfast.distributed.ddp.DPDDP` (under an
             initialised ``torch.distributed``): data-parallel training, each rank taking its
-            share of every batch and :class:`ldpfast.distributed.DistributedDPOptimizer`
+            share of every batch and :class:`ldpfast.distributed.ddp.DistributedDPOptimizer`
             all-reducing the clipped sums (``seed`` then required, the same on every rank).
         optimizer : torch.optim.Optimizer
             Over the model's trainable parameters (all of them, nothing else).  Disabled
@@ -937,7 +937,7 @@ def _options(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dpddp(model):
-    """The :class:`ldpfast.distributed.DPDDP` wrapper, if ``model`` is one (without importing
+    """The :class:`ldpfast.distributed.ddp.DPDDP` wrapper, if ``model`` is one (without importing
     torch.distributed otherwise)."""
     if type(model).__name__ != "DPDDP":
         return None
