@@ -195,9 +195,26 @@ class DPDDP(torch.nn.Module):
                 for t in (*module.parameters(), *module.buffers()):
                     torch.distributed.broadcast(t.data, src=src, group=group)
 
+    # what NodeDPEngine asks of a data-parallel wrapper (it does not import this module)
+    _ldp_dpddp = True
+
     def forward(self, *args, **kwargs):
         """The wrapped model's forward."""
         return self.module(*args, **kwargs)
+
+    def dp_world(self) -> tuple[int, int]:
+        """``(rank, world size)`` of the process group (``(0, 1)`` without one)."""
+        if self.group is not None and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(self.group), torch.distributed.get_world_size(self.group)
+        return _world()
+
+    def dp_check_agreement(self, **params) -> None:
+        """:func:`check_agreement` over this wrapper's group."""
+        check_agreement(group=self.group, **params)
+
+    def dp_optimizer(self, optimizer, module, **kwargs) -> DistributedDPOptimizer:
+        """The :class:`DistributedDPOptimizer` over this wrapper's group."""
+        return DistributedDPOptimizer(optimizer, module, group=self.group, **kwargs)
 
 
 @dataclass

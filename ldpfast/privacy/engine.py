@@ -661,9 +661,7 @@ class NodeDPEngine:
         store = self._check_store(o["store"], o["dataset"], o["run"])
         rank, world = (0, 1)
         if ddp is not None:
-            from ..distributed.ddp import _world
-
-            rank, world = _world()
+            rank, world = ddp.dp_world()
             if world > 1 and o["seed"] is None:
                 raise ValueError("seed: required for data-parallel training (every rank must draw the same batches "
                                  "and rank 0 the noise): pass the same secret seed on every rank")
@@ -689,15 +687,13 @@ class NodeDPEngine:
               "target_unclipped_quantile": o["target_unclipped_quantile"],
               "clipbound_learning_rate": o["clipbound_learning_rate"], "unclipped_num_std": o["unclipped_num_std"]}
         if ddp is not None:
-            from ..distributed.ddp import DistributedDPOptimizer, check_agreement
-
             C = o["max_grad_norm"]
-            check_agreement(seed=seed, q_b=plan["q_b"], M=plan["M"] if heter else 0.0,
-                            C=C if isinstance(C, (int, float)) else math.sqrt(sum(c * c for c in C)), sigma=sigma,
-                            T=plan["T"], group=ddp.group)
+            ddp.dp_check_agreement(seed=seed, q_b=plan["q_b"], M=plan["M"] if heter else 0.0,
+                                   C=C if isinstance(C, (int, float)) else math.sqrt(sum(c * c for c in C)),
+                                   sigma=sigma, T=plan["T"])
             if self.secure_mode:
                 raise ValueError("secure_mode: not supported with data-parallel training yet")
-            opt = DistributedDPOptimizer(optimizer, gsm, group=ddp.group, **kw)
+            opt = ddp.dp_optimizer(optimizer, gsm, **kw)
         else:
             from .dpsgd import DPOptimizer
 
@@ -937,10 +933,6 @@ def _options(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dpddp(model):
-    """The :class:`ldpfast.distributed.ddp.DPDDP` wrapper, if ``model`` is one (without importing
-    torch.distributed otherwise)."""
-    if type(model).__name__ != "DPDDP":
-        return None
-    from ..distributed.ddp import DPDDP
-
-    return model if isinstance(model, DPDDP) else None
+    """The :class:`ldpfast.distributed.ddp.DPDDP` wrapper, if ``model`` is one (recognised by
+    its marker: the engine does not import ``torch.distributed`` code, which imports it)."""
+    return model if getattr(type(model), "_ldp_dpddp", False) else None
