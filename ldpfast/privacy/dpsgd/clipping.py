@@ -238,7 +238,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
         sub-graphs after a warm-up (a branch taken from step ``s`` on) is caught: ``k``
         mixing steps escape with probability ``(1 - f)^k`` (0.6% for ``k = 100`` at the
         default).  Cost (``benchmarks/bench_dpsgd_guards.py``): about ``f`` times one check
-        per step, a check costing about one training step.  0 checks the first batch only.
+        per step, a check costing about one training step (and, on a GPU, the check's host
+        reads on the steps it runs).  0 checks the first batch only.
 
     Raises
     ------
