@@ -295,3 +295,18 @@ def test_distributed_optimizer_noise_is_the_single_process_draw_on_cpu(cora):
         opt.noise_only_step()
         outs.append([p.detach().clone() for p in net.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*outs))
+
+
+def test_distributed_optimizer_draws_through_the_device_router():
+    """Issue 40: rank 0 asks DPOptimizer._noises (the generator on the parameters' device, one
+    launch on a GPU) for the noise, not the CPU generator's draws moved to the device."""
+    from ldpfast.distributed.ddp import DistributedDPOptimizer
+
+    net = torch.nn.Sequential(torch.nn.Linear(30, 4))
+    opt = DistributedDPOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                 SubgraphGradSampleModule(net, check_independence=False), sigma=1.0, seed=3)
+    calls = []
+    real = opt._noises
+    opt._noises = lambda params: calls.append([p.device for p in params]) or real(params)
+    opt.noise_only_step()
+    assert calls == [[torch.device("cpu")] * 2] and opt.steps == 1
