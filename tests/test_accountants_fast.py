@@ -166,3 +166,17 @@ def test_mog_pld_validates():
         mog_pld([0, 1], [0.5, 0.5], 1.0, value_discretization_interval=0.0)
     with pytest.raises(ValueError, match="mesh"):
         prv_epsilon([0, 1], [0.5, 0.5], 1.0, 3, 1e-5, mesh=2.0)
+
+
+def test_bench_accountants_runs(tmp_path):
+    """The benchmark script runs end to end and writes its report (timings never asserted)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import bench_accountants
+
+    bench_accountants.main(["--graphs", "cora", "--eps", "8", "--methods", "gdp", "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "bench_accountants.json").read_text())["rows"]
+    assert rows and rows[0]["impl"] == "gdp" and rows[0]["reported_eps"] <= 8.0 and rows[0]["cpu_s"] > 0

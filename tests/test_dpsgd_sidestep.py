@@ -298,3 +298,17 @@ def test_the_budget_search_gives_the_largest_T_within_the_budget(cora):
                       accountant=acc, budget=(eps[2] + 1e-9, 1e-4))
     assert opt.budget_steps == 3
     assert math.isfinite(eps[0]) and eps[0] <= eps[2]
+
+
+def test_bench_dpsgd_guards_runs(tmp_path):
+    """The guards' benchmark runs end to end and writes its report (timings never asserted)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import bench_dpsgd_guards
+
+    bench_dpsgd_guards.main(["--steps", "2", "--repeat", "1", "--batch", "16", "--hidden", "8", "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "bench_dpsgd_guards_cora.json").read_text())["rows"]
+    assert {r["impl"] for r in rows} >= {"recheck 0", "recheck 0.05", "store", "check alone"}
