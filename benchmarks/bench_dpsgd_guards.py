@@ -11,7 +11,8 @@ steps, in interleaved rounds (every variant sees the same load drift), for:
 * ``recheck 0.05`` (the default), ``0.25`` and ``1``: re-run on that fraction of later steps;
 * ``store``: ``recheck 0`` plus the write-ahead record of every step in a
   :class:`~ldpfast.privacy.ReportStore` (SQLite, ``synchronous=FULL``) on the local disk;
-* ``check alone``: one :func:`~ldpfast.privacy.dpsgd.check_subgraph_independence` on a batch.
+* ``check alone``: one :func:`~ldpfast.privacy.dpsgd.check_subgraph_independence` on a batch;
+* ``record_node_dp alone``: one write-ahead record (a committed SQLite transaction, fsync).
 
 The batch provenance check and the disabled optimizer cost an identity comparison and a
 step pre-hook: they are in every variant.  Reported: median seconds per step, the ratio to
@@ -118,6 +119,14 @@ def main(argv=None) -> int:
                      "checks_per_run_median": statistics.median(checks[name]), "steps": a.steps})
     rows.append({"case": "independence check", "impl": "check alone", "median_s": check,
                  "ratio_vs_step": check / base, "subgraphs": batch.num_subgraphs})
+    writes = []
+    for i in range(max(20, 4 * a.repeat)):  # one write-ahead record (a committed SQLite transaction)
+        t0 = time.perf_counter()
+        store.record_node_dp(a.dataset, "write-alone", steps=i + 1, params={"bench": True})
+        writes.append(time.perf_counter() - t0)
+    w = statistics.median(writes)
+    rows.append({"case": "store write-ahead", "impl": "record_node_dp alone", "median_s": w,
+                 "ratio_vs_step": w / base, "max_s": max(writes)})
     for r in rows:
         r["loadavg_1m"] = statistics.fmean(loads)
     write_report(f"bench_dpsgd_guards_{a.dataset}", rows, a.out)

@@ -314,6 +314,7 @@ class HeterPoissonAccountant(_Calibrating):
         self.degrees = sorted(ds | {dmax}) if bounded else sorted(ds) + [math.inf]
         self._tail_cache: dict[int, float] = {}
         self._rdp_cache: dict[tuple[float, int], dict] = {}  # (sigma, K) -> {order: (rdp, worst row)}
+        self._figure_cache: dict[tuple, float] = {}  # composed figures (_figure_of)
 
     # -- pieces ---------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -467,11 +468,21 @@ class HeterPoissonAccountant(_Calibrating):
         """``(max eps, its D)`` over ``degrees`` of one composed figure at ``delta2``."""
         worst, wd = -math.inf, None
         for D in degrees:
-            s, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
-            e = _figure(method, s, p, sigma, T, delta2, vdi)
+            e = self._figure_of(method, D, K, sigma, T, delta2, vdi)
             if e > worst:
                 worst, wd = e, D
         return worst, wd
+
+    def _figure_of(self, method: str, D: float, K: int, sigma: float, T: int, delta2: float, vdi: float) -> float:
+        """One composed figure of the capped mixture at ``D``, kept for a repeat (a calibration's
+        last figure is the one :meth:`epsilon` then reports)."""
+        key = (method, float(D), int(K), float(sigma), int(T), float(delta2), float(vdi))
+        if key not in self._figure_cache:
+            if len(self._figure_cache) >= _RDP_CACHE_SIZE:
+                self._figure_cache.pop(next(iter(self._figure_cache)))
+            s, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
+            self._figure_cache[key] = _figure(method, s, p, sigma, T, delta2, vdi)
+        return self._figure_cache[key]
 
     def _composed(self, method: str, sigma: float, T: int, delta: float, degrees=None,
                   vdi: float = 1e-3) -> PrivacyReport:
@@ -545,9 +556,8 @@ class HeterPoissonAccountant(_Calibrating):
         s = _illinois(coarse_value, eps, max(rel_tol, 1e-2) if vdi < coarse else rel_tol, sigma_max, delta, T)
         D = worst_d.get(s)
         if vdi < coarse and D is not None:
-            c, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
-            s = _illinois(prog.wrap(lambda x: _figure("pld", c, p, x, T, d2, vdi)), eps, rel_tol, sigma_max, delta, T,
-                          x0=math.log(s), step=math.log(1 + 4 * rel_tol), budget=6)
+            s = _illinois(prog.wrap(lambda x: self._figure_of("pld", D, K, x, T, d2, vdi)), eps, rel_tol, sigma_max,
+                          delta, T, x0=math.log(s), step=math.log(1 + 4 * rel_tol), budget=6)
         for _ in range(64):  # every degree, the reported path
             if self.epsilon(s, T, delta, method="pld", **epsilon_kw).eps <= eps:
                 return s
