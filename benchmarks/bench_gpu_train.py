@@ -267,7 +267,7 @@ def prepare_heterpoisson(G: Graph, a) -> dict:
     torch.manual_seed(0)
     net = build_model("gcn", int(G.x.shape[1]), G.num_classes, hidden=128).to(DEV)
     model, opt, sampler = NodeDPEngine().make_private(
-        net, torch.optim.Adam(net.parameters(), lr=0.03), data, noise_multiplier=SIGMA, max_grad_norm=CLIP,
+        net, torch.optim.Adam(net.parameters(), lr=0.03), data, sigma=SIGMA, max_grad_norm=CLIP,
         expected_batch_size=ebs, steps=HP_WARM_STEPS + T * a.repeat, M=M_NEIGH, train_mask=train_mask, seed=1)
     if abs(sampler.q_b - q_b) > 1e-12 * q_b:
         raise RuntimeError(f"heterpoisson: the engine's q_b {sampler.q_b} is not {q_b}: the epoch definition "
@@ -283,7 +283,7 @@ def prepare_heterpoisson(G: Graph, a) -> dict:
     return {"epoch": lambda: steps(T), "warm": lambda: steps(HP_WARM_STEPS), "warm_epochs": HP_WARM_STEPS / T,
             "extra": {"model": "NodeDPEngine.make_private, 1-layer GCN hidden 128, induced sub-graphs",
                       "steps_per_epoch": T, "q_b": q_b, "expected_batch_size": ebs, "train_nodes": n_train,
-                      "M": M_NEIGH, "noise_multiplier": SIGMA, "max_grad_norm": CLIP}}
+                      "M": M_NEIGH, "sigma": SIGMA, "max_grad_norm": CLIP}}
 
 
 PREPARE = {"gcn": prepare_gcn, "lpgnn": prepare_lpgnn, "heterpoisson": prepare_heterpoisson}

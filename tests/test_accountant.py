@@ -256,7 +256,7 @@ def test_validation():
     with pytest.raises(ValueError, match="eps"):
         acc.calibrate_sigma(-1.0, 1e-5, 10)
     with pytest.raises(ValueError, match="method"):
-        acc.epsilon(1.0, 10, 1e-5, method="prv")
+        acc.epsilon(1.0, 10, 1e-5, method="moments")
     with pytest.raises(ValueError, match="orders"):
         mog_rdp([0, 1], [0.5, 0.5], 1.0, [1.0])
     with pytest.raises(ValueError, match="probs"):

@@ -48,7 +48,7 @@ def _private(cora, *, seed=1, sigma=2.0, steps=6, lr=0.05, init=0, M=2.0, **kw):
     if "sample_rate" not in kw:
         kw.setdefault("expected_batch_size", 64)
     model, opt, sampler = engine.make_private(net, torch.optim.Adam(net.parameters(), lr=lr), cora,
-                                              noise_multiplier=sigma, steps=steps, M=M,
+                                              sigma=sigma, steps=steps, M=M,
                                               train_mask=cora.train_mask, seed=seed, **kw)
     return engine, net, model, opt, sampler
 
@@ -192,7 +192,7 @@ def test_plan_arguments_are_checked(cora):
     net = GCN()
     sgd = torch.optim.SGD(net.parameters(), lr=0.1)
     engine = NodeDPEngine()
-    base = {"noise_multiplier": 1.0, "steps": 3, "M": 2.0}
+    base = {"sigma": 1.0, "steps": 3, "M": 2.0}
     with pytest.raises(ValueError, match="expected_batch_size, sample_rate: give exactly one"):
         engine.make_private(net, sgd, cora, **base)
     with pytest.raises(ValueError, match="expected_batch_size, sample_rate: give exactly one"):
@@ -200,12 +200,12 @@ def test_plan_arguments_are_checked(cora):
     with pytest.raises(ValueError, match="epochs, steps: give exactly one"):
         engine.make_private(net, sgd, cora, expected_batch_size=64, epochs=1, **base)
     with pytest.raises(ValueError, match="M: required"):
-        engine.make_private(net, sgd, cora, expected_batch_size=64, noise_multiplier=1.0, steps=3)
+        engine.make_private(net, sgd, cora, expected_batch_size=64, sigma=1.0, steps=3)
     with pytest.raises(ValueError, match="optimizer: must hold exactly the model's trainable parameters"):
         engine.make_private(net, torch.optim.SGD(GCN().parameters(), lr=0.1), cora, expected_batch_size=64,
                             **base)
     with pytest.raises(ValueError, match="accountant"):
-        NodeDPEngine(accountant="prv")
+        NodeDPEngine(accountant="moments")
     with pytest.raises(RuntimeError, match="make_private"):
         engine.get_epsilon(DELTA)
 

@@ -48,7 +48,7 @@ from ..privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
 from ..privacy.engine import NOISE_TAG, SAMPLER_TAG
 from ..rng import resolve_seed
 
-__all__ = ["AGREED", "DDPResult", "DistributedDPOptimizer", "check_agreement", "main", "train"]
+__all__ = ["AGREED", "DPDDP", "DDPResult", "DistributedDPOptimizer", "check_agreement", "main", "train"]
 
 AGREED = ("seed", "q_b", "M", "C", "sigma", "T")
 """Parameters every rank must share (checked by :func:`check_agreement`)."""
@@ -116,29 +116,32 @@ class DistributedDPOptimizer(DPOptimizer):
     """:class:`ldpfast.privacy.dpsgd.DPOptimizer` whose clipped sum is all-reduced over the ranks.
 
     Same parameters as :class:`~ldpfast.privacy.dpsgd.DPOptimizer` (the step count and limits
-    are the same on every rank), plus ``group`` (process group, default the world).  With
-    NCCL the parameters live on the GPU; the noise is still drawn by the CPU generator (the single process's draws) and moved (GPU path not run here: it
-    also needs the per-sub-graph clipping on the GPU, :mod:`ldpfast.privacy.dpsgd`).  Rank 0 draws the noise (same generator and order as the
-    single-process optimizer with the same ``seed``) and adds it to its partial sum before
-    the all-reduce; the noise is thus drawn once.  ``secure_mode`` is refused: it seeds
-    from ``secrets``, and only rank 0 draws, so it would work, but no test covers it yet.
+    are the same on every rank; clipping modes included: adaptive clipping's count is
+    all-reduced with the gradients), plus ``group`` (process group, default the world).
+    Rank 0 draws the noise, as the single-process optimizer with the same ``seed`` does (on
+    the parameters' device, from a generator there reseeded every step from
+    ``SplitMix64(seed, step)``: with CPU parameters the very draws of one process, with
+    GPU parameters one launch on the GPU, no host copy; issue 40), and adds it to its
+    partial sum before the all-reduce; the noise is thus drawn once.  ``secure_mode`` is
+    refused: it seeds from ``secrets``, and only rank 0 draws, so it would work, but no
+    test covers it yet.
     """
 
-    def __init__(self, optimizer, module, *, sigma, max_grad_norm=0.5, expected_batch_size=None, seed=None,
-                 group=None, accountant=None, max_steps=None, budget=None, accounting_method="rdp"):
-        super().__init__(optimizer, module, sigma=sigma, max_grad_norm=max_grad_norm,
-                         expected_batch_size=expected_batch_size, seed=seed, secure_mode=False,
-                         accountant=accountant, max_steps=max_steps, budget=budget,
-                         accounting_method=accounting_method)
+    def __init__(self, optimizer, module, *, sigma, group=None, secure_mode: bool = False, **kwargs):
+        if secure_mode:
+            raise ValueError("secure_mode: not supported by DistributedDPOptimizer yet")
+        super().__init__(optimizer, module, sigma=sigma, secure_mode=False, **kwargs)
         self.group = group
 
-    def _add_noise(self, params):
-        """Add the noise (rank 0) to this rank's clipped sum, then all-reduce (:meth:`pre_step`
-        clips before and scales and counts after)."""
+    def _add_noise(self, params, count=None):
+        """Add the noise (rank 0) to this rank's clipped sum (and centred count), then
+        all-reduce (:meth:`pre_step` clips before and scales and counts after)."""
         rank, world = _world()
-        if rank == 0:  # the single-process optimizer's draws (CPU generator), in its order
-            for p, z in zip(params, self._cpu_noises([p.shape for p in params])):
-                p.grad = p.grad + z.to(device=p.device, dtype=p.dtype)
+        if rank == 0:  # the single-process optimizer's draws, on the parameters' device
+            for p, z in zip(params, self._noises(params)):
+                p.grad = p.grad + z.to(p.dtype)
+            if count is not None:
+                count = count + self._count_noise()
         if world > 1:
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM, group=self.group)
@@ -147,6 +150,71 @@ class DistributedDPOptimizer(DPOptimizer):
                 k = p.numel()
                 p.grad = flat[off:off + k].view_as(p).clone()
                 off += k
+            if count is not None:
+                c = torch.tensor([count], dtype=torch.float64, device=flat.device)
+                torch.distributed.all_reduce(c, op=torch.distributed.ReduceOp.SUM, group=self.group)
+                count = float(c[0])
+        return count
+
+
+class DPDDP(torch.nn.Module):
+    """Data-parallel node-level DP-SGD around any model (Opacus's ``DPDDP``).
+
+    Wrap the model on every rank (after ``torch.distributed.init_process_group``) and hand
+    the wrapper to :meth:`ldpfast.privacy.NodeDPEngine.make_private` with the same secret
+    ``seed`` on every rank: the parameters and buffers are broadcast from rank 0 here, each
+    rank then takes its share of every step's batch (``HeterPoisson.sample(part=(rank,
+    W))``: the shares together are the single-process batch), clips per sub-graph, and
+    :class:`DistributedDPOptimizer` adds rank 0's noise and all-reduces, so the release is
+    the single-process one up to the floating-point reduction order, and so is the
+    accounting.  Without a process group (or with one rank) it is the model itself.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        Any model :class:`~ldpfast.privacy.dpsgd.SubgraphGradSampleModule` accepts.
+    group : process group, optional
+        Default: the world.
+
+    Examples
+    --------
+    >>> torch.distributed.init_process_group("gloo")                         # doctest: +SKIP
+    >>> model, optimizer, sampler = NodeDPEngine().make_private(              # doctest: +SKIP
+    ...     DPDDP(GCN()), torch.optim.Adam(...), data, sigma=1.0, seed=secret, ...)
+    """
+
+    def __init__(self, module: torch.nn.Module, group=None):
+        super().__init__()
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
+        self.module = module
+        self.group = group
+        if _world()[1] > 1:  # every replica starts from rank 0's parameters
+            src = 0 if group is None else torch.distributed.get_global_rank(group, 0)
+            with torch.no_grad():
+                for t in (*module.parameters(), *module.buffers()):
+                    torch.distributed.broadcast(t.data, src=src, group=group)
+
+    # what NodeDPEngine asks of a data-parallel wrapper (it does not import this module)
+    _ldp_dpddp = True
+
+    def forward(self, *args, **kwargs):
+        """The wrapped model's forward."""
+        return self.module(*args, **kwargs)
+
+    def dp_world(self) -> tuple[int, int]:
+        """``(rank, world size)`` of the process group (``(0, 1)`` without one)."""
+        if self.group is not None and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(self.group), torch.distributed.get_world_size(self.group)
+        return _world()
+
+    def dp_check_agreement(self, **params) -> None:
+        """:func:`check_agreement` over this wrapper's group."""
+        check_agreement(group=self.group, **params)
+
+    def dp_optimizer(self, optimizer, module, **kwargs) -> DistributedDPOptimizer:
+        """The :class:`DistributedDPOptimizer` over this wrapper's group."""
+        return DistributedDPOptimizer(optimizer, module, group=self.group, **kwargs)
 
 
 @dataclass

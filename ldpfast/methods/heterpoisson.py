@@ -344,7 +344,7 @@ def fit(data, eps: float, *, model: str = "gcn", setting: str = "transductive", 
     hidden = check_int("hidden", hidden, 1)
     num_layers = check_int("num_layers", num_layers, 1)
     expected_batch_size = check_int("expected_batch_size", expected_batch_size, 1)
-    # fit's names for the engine's sample_rate, steps, noise_multiplier
+    # fit's names for the engine's sample_rate, steps, sigma
     q_b = None if q_b is None else check_prob("q_b", q_b, open_low=True)
     T = None if T is None else check_int("T", T, 1)
     sigma = None if sigma is None else check_eps("sigma", sigma)
@@ -411,7 +411,7 @@ def _fit(data, dev, eps, model, setting, M, delta, q_b, expected_batch_size, epo
     if sigma is None:
         gsm, opt, sampler = engine.make_private_with_epsilon(net, adam, g_train, eps, delta, **plan)
     else:
-        gsm, opt, sampler = engine.make_private(net, adam, g_train, noise_multiplier=sigma, **plan)
+        gsm, opt, sampler = engine.make_private(net, adam, g_train, sigma=sigma, **plan)
     sigma, q_b, T = opt.sigma, sampler.q_b, sampler.steps
     pm = engine.privacy_model
     steps = iter(sampler)

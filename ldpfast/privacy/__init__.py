@@ -38,7 +38,7 @@ from .accountants import (  # noqa: F401
     tail_bound,
 )
 from .budget import Ledger, Spent  # noqa: F401
-from .engine import NodeDPEngine, NodeDPSampler  # noqa: F401
+from .engine import BatchMemoryManager, NodeDPEngine, NodeDPSampler  # noqa: F401
 from .ldp import (  # noqa: F401
     grr_fs_eps_x_exact,
     grr_fs_epsilon,

@@ -445,6 +445,87 @@ class ReportStore:
             out.append(d)
         return out
 
+    # --- node-level DP-SGD runs (NodeDPEngine) ---------------------------------------------------
+    _NODE_DP_TABLE = ("CREATE TABLE IF NOT EXISTS node_dp_runs(dataset TEXT NOT NULL, run TEXT NOT NULL, "
+                      "steps INTEGER NOT NULL, eps REAL, delta REAL, params TEXT NOT NULL, users INTEGER, "
+                      "updated REAL NOT NULL, PRIMARY KEY(dataset, run))")
+
+    def record_node_dp(self, dataset: str, run: str, *, steps: int, params: dict, eps: float | None = None,
+                       delta: float | None = None, users: int | None = None) -> dict:
+        """Record the spend of a node-level DP-SGD run (relation ``"node-dp"``), written
+        ahead of each release by :class:`ldpfast.privacy.NodeDPEngine`, and return the
+        record as now stored (:meth:`node_dp_spent`).
+
+        The step count only grows (a writer holding an older count, e.g. a process resumed
+        from an earlier checkpoint, cannot lower it), so a checkpoint rollback cannot reset
+        the spend; ``eps``/``delta`` (a bound on the spend of the recorded steps, when
+        known) replace the stored ones only when given for at least the stored steps.
+        ``params`` (the accounting settings, never a seed) must equal those already on
+        record for a run with steps, since one accountant covers all of a run's steps.
+
+        Parameters
+        ----------
+        dataset, run : str
+            The data the run trains on and the run's name (non-empty).
+        steps : int
+            DP releases made by the run, >= 0.
+        params : dict
+            The settings the steps are accounted under (JSON-serialisable).
+        eps, delta : float, optional
+            A bound on the spend of ``steps`` steps (``inf``: not private).
+        users : int, optional
+            Number of candidate users (training nodes) whose node-DP the run spends.
+
+        Raises
+        ------
+        ValueError
+            Empty names, a negative count, or ``params`` other than the run's on record.
+        """
+        for name, v in (("dataset", dataset), ("run", run)):
+            if not isinstance(v, str) or not v:
+                raise ValueError(f"{name}: expected a non-empty str, got {v!r}")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"steps: expected an int >= 0, got {steps!r}")
+        text = json.dumps(params, sort_keys=True, default=str)
+        c = self._con
+        c.execute(self._NODE_DP_TABLE)
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            row = c.execute("SELECT steps, params FROM node_dp_runs WHERE dataset=? AND run=?",
+                            (dataset, run)).fetchone()
+            if row is not None and row[0] > 0 and row[1] != text:
+                raise ValueError(f"run: {run!r} on {dataset!r} has {row[0]} steps on record under other settings "
+                                 f"({row[1]}); one accountant covers all of a run's steps: use a new run name (the "
+                                 "users' node-DP spend is then the sum over runs)")
+            # SET expressions read the row as it was: eps moves only with at least its steps
+            c.execute("INSERT INTO node_dp_runs VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(dataset, run) DO UPDATE SET "
+                      "eps = CASE WHEN excluded.eps IS NOT NULL AND excluded.steps >= steps THEN excluded.eps "
+                      "ELSE eps END, delta = CASE WHEN excluded.eps IS NOT NULL AND excluded.steps >= steps "
+                      "THEN excluded.delta ELSE delta END, steps = MAX(steps, excluded.steps), "
+                      "params = excluded.params, users = COALESCE(excluded.users, users), updated = excluded.updated",
+                      (dataset, run, steps, None if eps is None else float(eps),
+                       None if delta is None else float(delta), text, users, time.time()))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return self.node_dp_spent(dataset, run)
+
+    def node_dp_spent(self, dataset: str, run: str | None = None):
+        """The node-level DP-SGD spend on record (:meth:`record_node_dp`): for one ``run``,
+        a dict ``{"steps", "eps", "delta", "params", "users", "updated"}`` or ``None``;
+        without ``run``, ``{run: dict}`` of every run on ``dataset``.  Runs compose: the
+        users' total node-DP spend on a dataset is at most the sum of the runs' ``eps``
+        (and ``delta``)."""
+        self._con.execute(self._NODE_DP_TABLE)
+        q = "SELECT run, steps, eps, delta, params, users, updated FROM node_dp_runs WHERE dataset=?"
+        args: tuple = (dataset,)
+        if run is not None:
+            q += " AND run=?"
+            args += (run,)
+        out = {r: {"steps": st, "eps": e, "delta": d, "params": json.loads(p), "users": u, "updated": t}
+               for r, st, e, d, p, u, t in self._con.execute(q, args)}
+        return out.get(run) if run is not None else out
 
 _KNOWN: dict = {}  # (directory, dataset) -> stores found, once per process
 

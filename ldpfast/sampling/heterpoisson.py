@@ -143,6 +143,34 @@ class SubgraphBatch:
         m = (self.edge_index[1] >= lo) & (self.edge_index[1] < hi)
         return self.n_id[lo:hi], self.edge_index[:, m] - lo
 
+    def split(self, max_subgraphs: int) -> list[SubgraphBatch]:
+        """The batch cut into consecutive batches of at most ``max_subgraphs`` sub-graphs
+        (at least one, empty for an empty batch): the physical batches of one logical batch
+        (:class:`ldpfast.privacy.BatchMemoryManager`).  Each holds whole sub-graphs, so the
+        per-sub-graph gradients, and their clipped sums added up, are those of the batch.
+        """
+        m = check_int("max_subgraphs", max_subgraphs, 1)
+        B = self.num_subgraphs
+        if B <= m:
+            return [self]
+        ptr = self.ptr.tolist()  # one host read of B + 1 offsets
+        src = self.edge_index[0]
+        out = []
+        for b0 in range(0, B, m):
+            b1 = min(B, b0 + m)
+            lo, hi = ptr[b0], ptr[b1]
+            keep = (src >= lo) & (src < hi)  # no edge crosses two sub-graphs
+            sub_ptr = self.ptr[b0:b1 + 1] - lo
+            sizes = sub_ptr[1:] - sub_ptr[:-1]
+            bins = (tuple(_buckets.bin_histogram(_buckets.size_bins(sizes)).tolist())
+                    if self.size_bins is not None else None)
+            out.append(SubgraphBatch(
+                x=None if self.x is None else self.x[lo:hi], edge_index=self.edge_index[:, keep] - lo,
+                n_id=self.n_id[lo:hi], ptr=sub_ptr, batch=self.batch[lo:hi] - b0, center=sub_ptr[:-1].clone(),
+                y=None if self.y is None else self.y[b0:b1], zeroed=self.zeroed[lo:hi], step=self.step,
+                size_bins=bins))
+        return out
+
     def to_data(self):
         """The batch as a ``torch_geometric.data.Data`` (same tensors, no copy)."""
         from torch_geometric.data import Data
@@ -485,11 +513,39 @@ class HeterPoisson:
         part = _check_part(part)
         if self._dev == "cuda":
             return self._sample_cuda(step, with_x, part)
-        k, csr = self._k, self.csr
         cand = self.candidates.numpy()
         flags = np.empty(cand.shape[0], dtype=np.uint8)
-        k.heter_central(cand, self.seed, step, self.q_b, flags)
-        centers = _share(cand[flags.view(bool)], part)
+        self._k.heter_central(cand, self.seed, step, self.q_b, flags)
+        return self._build_cpu(step, _share(cand[flags.view(bool)], part), with_x)
+
+    def subgraphs(self, step: int, centers: torch.Tensor, *, with_x: bool = True) -> SubgraphBatch:
+        """The sub-graphs of the given central nodes at ``step`` (Alg. 2 lines 7-20 for
+        every centre, peripheral nodes drawn as in :meth:`sample`).
+
+        Not a Poisson sample: nothing here is accounted.  For debugging
+        (``NodeDPEngine.make_private(poisson_sampling=False)``, marked non-private) and
+        inspection.
+
+        Parameters
+        ----------
+        step : int
+            The step whose peripheral draws are used, in ``[0, 2**32)``.
+        centers : torch.Tensor
+            Distinct candidate node ids (int64), ascending.
+        """
+        step = _check_step(step)
+        c = torch.as_tensor(centers, dtype=torch.int64).reshape(-1)
+        if c.numel() and (bool((c[1:] <= c[:-1]).any()) or not bool(self.cand_mask[c.to(self.cand_mask.device)].all())):
+            raise ValueError("centers: expected distinct candidate central nodes (train_nodes), ascending")
+        if self._dev == "cuda":
+            c = c.to(self.csr.rowptr.device)
+            rp = self.csr.rowptr
+            n_slots = int((rp[c + 1] - rp[c] + 1).sum()) if c.numel() else 0
+            return self._build_cuda(step, c, n_slots, with_x)
+        return self._build_cpu(step, c.cpu().numpy(), with_x)
+
+    def _build_cpu(self, step: int, centers: np.ndarray, with_x: bool) -> SubgraphBatch:
+        k, csr = self._k, self.csr
         B = centers.shape[0]
         rp = csr.rowptr.numpy()
         # one pass into slots of 1 + deg(centre) per sub-graph, then compaction
@@ -526,7 +582,13 @@ class HeterPoisson:
         B_all, n_slots = k.host_ints(torch.stack([rank[-1], (f * self._cand_slots).sum()]))  # host read 1
         # the r-th central node is the first candidate of rank r (rank is non-decreasing)
         centers = cand[torch.searchsorted(rank, torch.arange(1, B_all + 1, device=dev))]
-        centers = _share(centers, part)
+        return self._build_cuda(step, _share(centers, part), n_slots, with_x)
+
+    def _build_cuda(self, step: int, centers: torch.Tensor, n_slots: int, with_x: bool) -> SubgraphBatch:
+        """:meth:`_sample_cuda` from the central nodes on (``n_slots``: at least their ``1 + deg``)."""
+        k, csr = self._k, self.csr
+        dev = csr.rowptr.device
+        rp = csr.rowptr
         B = centers.numel()
         ub_ptr = torch.zeros(B + 1, dtype=torch.int64, device=dev)
         torch.cumsum(rp[centers + 1] - rp[centers] + 1, 0, out=ub_ptr[1:])

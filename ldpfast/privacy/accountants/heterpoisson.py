@@ -120,8 +120,9 @@ import numpy as np
 from scipy import stats
 
 from ..._checks import check_eps, check_int, check_prob, check_real
-from .base import PrivacyReport, _Calibrating, _check_T
+from .base import METHODS, PrivacyReport, _Calibrating, _check_T, _illinois, _Progress
 from .pld import _pld_eps
+from .prv import gdp_epsilon, prv_epsilon
 from .rdp import DEFAULT_ORDERS, _check_orders, _eps_lazy, _mog_rdp_batch, rdp_to_epsilon
 
 __all__ = ["DEGREE_MODELS", "HeterPoissonAccountant", "check_degree_model", "heterpoisson_mixture",
@@ -130,6 +131,8 @@ __all__ = ["DEGREE_MODELS", "HeterPoissonAccountant", "check_degree_model", "het
 DEGREE_MODELS = ("s2_public_degrees", "public_bound")
 """Neighbouring relations the HeterPoisson accounting is stated for (module docstring)."""
 DEGREE_BOUND_MAX = 2**31 - 1
+_RDP_CACHE_SIZE = 64  # (sigma, K) pairs whose per-step RDP is kept (budget searches reuse them)
+_K_SCAN_MAX = 256  # caps tried at most by the RDP figure's minimum over K (a few in practice)
 
 
 # ----------------------------------------------------------------------------- models
@@ -310,6 +313,8 @@ class HeterPoissonAccountant(_Calibrating):
         # always evaluated; S2 adds the supremum over large D, the Poisson limit
         self.degrees = sorted(ds | {dmax}) if bounded else sorted(ds) + [math.inf]
         self._tail_cache: dict[int, float] = {}
+        self._rdp_cache: dict[tuple[float, int], dict] = {}  # (sigma, K) -> {order: (rdp, worst row)}
+        self._figure_cache: dict[tuple, float] = {}  # composed figures (_figure_of)
 
     # -- pieces ---------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -356,10 +361,68 @@ class HeterPoissonAccountant(_Calibrating):
         worst = np.array([self.degrees[k] for k in i], dtype=np.float64)
         return both[i, cols], worst, err[i, cols]
 
-    def _eps_rdp(self, sigma: float, T: int, delta: float, K: int):
-        """(eps, order, worst D) for cap K (see :func:`_eps_lazy`)."""
+    def _eps_rdp(self, sigma: float, T: int, delta: float, K: int, target: float | None = None):
+        """(eps, order, worst D, eps without the tail charge) for cap K (see :func:`_eps_lazy`;
+        the per-step RDP of each ``(sigma, K)`` is kept for other ``T`` and ``delta``)."""
+        key = (float(sigma), int(K))
+        cache = self._rdp_cache.pop(key, None)
+        if cache is None:
+            cache = {}
+            while len(self._rdp_cache) >= _RDP_CACHE_SIZE:
+                self._rdp_cache.pop(next(iter(self._rdp_cache)))
+        self._rdp_cache[key] = cache  # most recently used last
         c, logw = self._log_weights(K)
-        return _eps_lazy(c, logw, self.degrees, sigma, T, delta, T * self.tail(K), self.orders, self.rtol)
+        return _eps_lazy(c, logw, self.degrees, sigma, T, delta, T * self.tail(K), self.orders, self.rtol,
+                         cache=cache, target=target)
+
+    def _best_cap(self, sigma: float, T: int, delta: float):
+        """``(eps, order, worst D, K)``: the minimum of the RDP figure over every cap ``K``
+        (module docstring, item 1), found by scanning ``K`` upwards.
+
+        Every ``K`` gives a valid bound; the minimum over all of them is non-decreasing in
+        ``T`` because each one is (``T`` multiplies the RDP and the tail), which a choice of
+        ``K`` from a ``T``-dependent shortlist was not (issue 37, finding 16: ``q_b`` 0.1,
+        ``M`` 2, ``sigma`` 1, ``delta`` 1e-4 gave 24.16, 11.15, 11.43, 11.83, 24.41 for
+        ``T`` = 1..5: a hint of ``eps`` = 8 left the first cap without room for the tail,
+        and the fallback hint picked a cap far above the best).  The scan starts at the
+        smallest cap whose tail fits in ``delta`` and stops once the figure *without* the
+        tail charge at ``K`` reaches the best found: with the capped mixture's RDP
+        non-decreasing in ``K`` (the capped count grows in the first-order stochastic
+        order, and ``D_alpha(Q||P)`` with it at integer orders; checked numerically for the
+        rest in the tests), no larger cap can do better.  A cap whose tail cannot fit next
+        to ``e^eps`` is skipped to the first that can.
+        """
+        K = self._k_for(T, delta, 0.0, 1.0)
+        best = (math.inf, float(self.orders.min()), math.inf, K)
+        for _ in range(_K_SCAN_MAX):
+            e, a, wd, free = self._eps_rdp(sigma, T, delta, K)
+            if e < best[0]:
+                best = (e, a, wd, K)
+            if free >= best[0] or not math.isfinite(free):
+                break
+            # every cap K' > K has eps >= free(K') >= free(K): its tail must fit next to e^free(K)
+            K = max(K + 1, self._k_for(T, delta, free, 1.0))
+        return best
+
+    def _within(self, sigma: float, T: int, delta: float, eps: float, method: str, **kw) -> bool:
+        """Whether ``epsilon(sigma, T, delta).eps <= eps``, decided with fewer integrations
+        for the RDP figure: some cap ``K`` whose figure is at most ``eps`` (scanning from the
+        first cap whose tail fits next to ``e^eps``, stopping at the first order that
+        reaches ``eps``), or none (the figure without the tail charge passes ``eps`` at
+        ``K``, and so at every larger cap).  Monotone in ``sigma``, as each cap's figure is."""
+        if method in ("pld", "prv", "gdp"):
+            return self._within_composed(sigma, T, delta, eps, method, kw.get("value_discretization_interval", 1e-3))
+        if method != "rdp" or self.q_b >= 1.0:
+            return super()._within(sigma, T, delta, eps, method, **kw)
+        K = self._k_for(T, delta, eps, 1.0)
+        for _ in range(_K_SCAN_MAX):
+            e, _, _, free = self._eps_rdp(sigma, T, delta, K, target=eps)
+            if e <= eps:
+                return True
+            if free > eps:
+                return False
+            K += 1
+        return False
 
     # -- public ----------------------------------------------------------------------
     def epsilon(self, sigma: float, T: int, delta: float, *, method: str = "rdp",
@@ -367,78 +430,173 @@ class HeterPoissonAccountant(_Calibrating):
         """Node-level ``(eps, delta)`` of ``T`` steps of Algorithm 1 at noise ``sigma``.
 
         ``method="rdp"``: Theorem 2 + Theorem 1 with the tail cap ``K`` (module docstring),
-        ``K`` chosen among the caps that leave ``{50, 10, 1, 0.1}%`` of ``delta`` to the tail;
+        minimised over ``K`` (:meth:`_best_cap`), non-decreasing in ``T``;
         ``method="pld"``: :meth:`pld_epsilon`.
         """
         sigma = check_eps("sigma", sigma)
         T = _check_T(T)
         delta = check_prob("delta", delta, open_low=True, open_high=True)
-        if method == "pld":
-            return self.pld_epsilon(sigma, T, delta, value_discretization_interval=value_discretization_interval)
+        if method in ("pld", "prv", "gdp"):
+            return self._composed(method, sigma, T, delta, None, value_discretization_interval)
         if method != "rdp":
-            raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
         params = dict(self._params(), rtol=self.rtol, orders=[float(self.orders.min()), float(self.orders.max())])
         if self.q_b >= 1.0:
             rdp, _, _ = self.rdp(sigma, 1)
             e, a = rdp_to_epsilon(self.orders, T * rdp, delta)
             return PrivacyReport(e, delta, sigma, T, "rdp", order=a, K=0, worst_degree=math.inf, params=params,
                                  model=self.model)
-        results: dict[int, tuple] = {}
-        K0 = self._k_for(T, delta, 8.0, 0.1)
-        results[K0] = self._eps_rdp(sigma, T, delta, K0)
-        hint = results[K0][0] if math.isfinite(results[K0][0]) else 64.0
-        for frac in (0.5, 0.1, 1e-2, 1e-3):
-            K = self._k_for(T, delta, hint, frac)
-            if K not in results:
-                results[K] = self._eps_rdp(sigma, T, delta, K)
-        K = min(results, key=lambda k: results[k][0])
-        e, a, wd = results[K]
+        e, a, wd, K = self._best_cap(sigma, T, delta)
         dt = math.exp(e) * T * self.tail(K) if math.isfinite(e) else 0.0
         return PrivacyReport(e, delta, sigma, T, "rdp", order=a, K=K, delta_tail=dt, worst_degree=wd,
                              params=params, model=self.model)
 
     def pld_epsilon(self, sigma: float, T: int, delta: float, *, degrees=None,
                     value_discretization_interval: float = 1e-3) -> PrivacyReport:
-        """Independent figure from ``dp_accounting``'s mixture-of-Gaussians PLD.
+        """The PLD figure (:mod:`.pld`): ``epsilon(..., method="pld")``."""
+        return self._composed("pld", sigma, T, delta, degrees, value_discretization_interval)
 
-        The maximum over ``degrees`` (default: ``1``, the worst ``D`` of the RDP scan at this
-        ``sigma`` and the Poisson limit, or ``degree_bound`` under ``"public_bound"``) of the
-        ``T``-fold composed PLD's ``eps(delta')``, with the tail charged to ``delta`` (module
-        docstring).
+    def _degrees_composed(self) -> list[float]:
+        """Out-degrees of the composed figures: ``D = 1`` and the Poisson limit
+        (``degree_bound`` under ``"public_bound"``), where the RDP scan over every degree
+        attained its maximum in every setting we ran (module docstring, item 2; the tests
+        compare them with the whole grid of degrees)."""
+        top = math.inf if self.degree_bound is None else float(self.degree_bound)
+        return sorted({1.0, top})
+
+    def _worst(self, method: str, sigma: float, T: int, delta2: float, K: int, degrees, vdi: float):
+        """``(max eps, its D)`` over ``degrees`` of one composed figure at ``delta2``."""
+        worst, wd = -math.inf, None
+        for D in degrees:
+            e = self._figure_of(method, D, K, sigma, T, delta2, vdi)
+            if e > worst:
+                worst, wd = e, D
+        return worst, wd
+
+    def _figure_of(self, method: str, D: float, K: int, sigma: float, T: int, delta2: float, vdi: float) -> float:
+        """One composed figure of the capped mixture at ``D``, kept for a repeat (a calibration's
+        last figure is the one :meth:`epsilon` then reports)."""
+        key = (method, float(D), int(K), float(sigma), int(T), float(delta2), float(vdi))
+        if key not in self._figure_cache:
+            if len(self._figure_cache) >= _RDP_CACHE_SIZE:
+                self._figure_cache.pop(next(iter(self._figure_cache)))
+            s, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
+            self._figure_cache[key] = _figure(method, s, p, sigma, T, delta2, vdi)
+        return self._figure_cache[key]
+
+    def _composed(self, method: str, sigma: float, T: int, delta: float, degrees=None,
+                  vdi: float = 1e-3) -> PrivacyReport:
+        """The PLD, PRV or GDP figure of ``T`` steps (:mod:`.pld`, :mod:`.prv`).
+
+        The maximum over ``degrees`` (default :meth:`_degrees_composed`) of the ``T``-fold
+        composed figure of the capped mixture at ``delta' = delta - e^E T tail(K)``, ``K`` the
+        smallest cap with ``e^E T tail(K) <= 1e-3 delta``: valid (module docstring, item 1)
+        once the figure is at most ``E``.  ``E`` starts at 10 (one pass for any figure up to
+        10) and otherwise rises to the figure found until it holds.  ``K`` grows with ``T``
+        and ``E``, and each figure with ``T`` and ``K``, so the figure is non-decreasing in
+        ``T`` (tested).
         """
         sigma = check_eps("sigma", sigma)
         T = _check_T(T)
         delta = check_prob("delta", delta, open_low=True, open_high=True)
-        params = dict(self._params(), value_discretization_interval=value_discretization_interval)
+        params = dict(self._params(), value_discretization_interval=vdi)
         if self.q_b >= 1.0:
-            e = _pld_eps(np.array([0.5]), np.array([1.0]), sigma, T, delta, value_discretization_interval)
-            return PrivacyReport(e, delta, sigma, T, "pld", K=0, worst_degree=math.inf, params=params,
+            e = _figure(method, np.array([0.5]), np.array([1.0]), sigma, T, delta, vdi)
+            return PrivacyReport(e, delta, sigma, T, method, K=0, worst_degree=math.inf, params=params,
                                  model=self.model)
-        # eps_PLD <= eps_RDP, so a cap K with e^eps_RDP T tail(K) <= 1e-3 delta leaves
-        # delta' = delta - e^eps_RDP T tail(K) for the PLD (module docstring; :mod:`.pld`)
-        ref = self.epsilon(sigma, T, delta)
-        e_ref = min(ref.eps, 100.0)
-        K = self._k_for(T, delta, e_ref, 1e-3)
-        tT = T * self.tail(K)
-        if degrees is None:
-            wd = ref.worst_degree
-            top = math.inf if self.degree_bound is None else float(self.degree_bound)
-            degrees = sorted({1.0, wd if wd is not None else top, top})
-        for _ in range(4):
-            d2 = delta - math.exp(e_ref) * tT
-            worst_e, worst_d = -math.inf, None
-            for D in degrees:
-                s, p = heterpoisson_mixture(self.q_b, self.M, D, K, degree_bound=self.degree_bound)
-                e = _pld_eps(s, p, sigma, T, d2, value_discretization_interval)
-                if e > worst_e:
-                    worst_e, worst_d = e, D
-            if worst_e <= e_ref or not math.isfinite(worst_e):
+        degrees = self._degrees_composed() if degrees is None else degrees
+        E, K, worst, wd, tT = _E0, 1, math.inf, None, 0.0
+        for _ in range(12):
+            K = self._k_for(T, delta, E, 1e-3)
+            tT = T * self.tail(K)
+            worst, wd = self._worst(method, sigma, T, delta - math.exp(E) * tT, K, degrees, vdi)
+            if worst <= E or not math.isfinite(worst):
                 break
-            # rare: the PLD figure exceeds the RDP one (discretisation); charge e^eps_PLD
-            e_ref = worst_e + 1e-3
-            if math.exp(min(e_ref, 700.0)) * tT >= delta:
-                worst_e = math.inf
+            E = worst * (1 + 1e-9) + 1e-12
+            if E > 700.0:
+                worst = math.inf
                 break
-        dt = math.exp(worst_e) * tT if math.isfinite(worst_e) else 0.0
-        return PrivacyReport(worst_e, delta, sigma, T, "pld", K=K, delta_tail=dt,
-                             worst_degree=float(worst_d), params=params, model=self.model)
+        else:
+            worst = math.inf  # no cap whose tail fits beside the figure: no valid figure
+        dt = math.exp(worst) * tT if math.isfinite(worst) else 0.0
+        return PrivacyReport(worst, delta, sigma, T, method, K=K, delta_tail=dt,
+                             worst_degree=None if wd is None else float(wd), params=params, model=self.model)
+
+    def calibrate_sigma(self, eps: float, delta: float, T: int, *, method: str = "rdp", rel_tol: float = 1e-3,
+                        sigma_max: float = 1e4, **epsilon_kw) -> float:
+        """Smallest ``sigma`` (to ``rel_tol``) with ``epsilon(sigma) <= eps`` (base class).
+
+        The PLD's (issue 38, item 3: seconds, where ``dp_accounting`` alone took minutes):
+        false position on the figure at a coarse grid (``1e-2``: pessimistic, a bound for
+        every finer grid) to 1%, then at most 6 figures at ``value_discretization_interval``
+        for the degree that was the worst (a coarse grid overstates ``eps`` more as ``T``
+        grows), then the figure :meth:`epsilon` reports, every degree, checked at the
+        ``sigma`` returned."""
+        vdi = epsilon_kw.get("value_discretization_interval", 1e-3)
+        if method != "pld" or self.q_b >= 1.0:
+            return super().calibrate_sigma(eps, delta, T, method=method, rel_tol=rel_tol, sigma_max=sigma_max,
+                                           **epsilon_kw)
+        eps = check_eps("eps", eps)
+        delta = check_prob("delta", delta, open_low=True, open_high=True)
+        T = _check_T(T)
+        rel_tol = check_real("rel_tol", rel_tol, 1e-8, 0.5)
+        E = max(eps, _E0)
+        K = self._k_for(T, delta, E, 1e-3)
+        d2 = delta - math.exp(min(E, 700.0)) * T * self.tail(K)
+        degrees = self._degrees_composed()
+        coarse = max(vdi, 1e-2)
+        worst_d = {}
+        prog = _Progress(f"calibrating sigma (pld) for eps {eps:g} at delta {delta:.3g}, T {T}")
+
+        @prog.wrap
+        def coarse_value(x):
+            v, worst_d[x] = self._worst("pld", x, T, d2, K, degrees, coarse) if d2 > 0 else (math.inf, None)
+            return v
+
+        s = _illinois(coarse_value, eps, max(rel_tol, 1e-2) if vdi < coarse else rel_tol, sigma_max, delta, T)
+        D = worst_d.get(s)
+        if vdi < coarse and D is not None:
+            s = _illinois(prog.wrap(lambda x: self._figure_of("pld", D, K, x, T, d2, vdi)), eps, rel_tol, sigma_max,
+                          delta, T, x0=math.log(s), step=math.log(1 + 4 * rel_tol), budget=6)
+        for _ in range(64):  # every degree, the reported path
+            if self.epsilon(s, T, delta, method="pld", **epsilon_kw).eps <= eps:
+                return s
+            s *= 1 + rel_tol
+        raise ValueError(f"eps: {eps} not met by the reported figure near sigma={s} (delta={delta}, T={T})")
+
+    def _value(self, sigma: float, T: int, delta: float, eps: float, method: str, **kw) -> float | None:
+        """The composed figures' value at ``sigma`` for calibration (:meth:`_within_composed`)."""
+        if method not in ("pld", "prv", "gdp"):
+            return None
+        return self._value_composed(sigma, T, delta, eps, method, kw.get("value_discretization_interval", 1e-3))
+
+    def _within_composed(self, sigma: float, T: int, delta: float, eps: float, method: str, vdi: float) -> bool:
+        return self._value_composed(sigma, T, delta, eps, method, vdi) <= eps
+
+    def _value_composed(self, sigma: float, T: int, delta: float, eps: float, method: str, vdi: float,
+                        coarse: bool = True) -> float:
+        """Whether the composed figure at the cap of ``E = max(eps, 10)`` is at most ``eps``:
+        at ``eps <= 10`` the very test :meth:`_composed` makes, and a valid bound in any case.
+        The PLD is tested at a grid of at least ``1e-2`` (coarser, pessimistic: a bound for
+        every finer grid, as a connect-the-dots PLD on fewer points dominates one on more)."""
+        vdi = max(vdi, 1e-2) if method == "pld" and coarse else vdi
+        if self.q_b >= 1.0:
+            return _figure(method, np.array([0.5]), np.array([1.0]), sigma, T, delta, vdi)
+        E = max(eps, _E0)
+        K = self._k_for(T, delta, E, 1e-3)
+        d2 = delta - math.exp(min(E, 700.0)) * T * self.tail(K)
+        if d2 <= 0:
+            return math.inf
+        return self._worst(method, sigma, T, d2, K, self._degrees_composed(), vdi)[0]
+
+
+_E0 = 10.0  # the composed figures' first guess of eps, for the tail cap
+
+
+def _figure(method: str, c, p, sigma: float, T: int, delta: float, vdi: float) -> float:
+    """One composed figure of the mixture ``(c, p)``: PLD, PRV or GDP."""
+    if method == "pld":
+        return _pld_eps(c, p, sigma, T, delta, vdi)
+    if method == "prv":
+        return prv_epsilon(c, p, sigma, T, delta)
+    return gdp_epsilon(c, p, sigma, T, delta)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._checks import check_eps, check_prob, check_real
-from .base import PrivacyReport, _Calibrating, _check_T
-from .pld import _pld_eps
+from .base import METHODS, PrivacyReport, _Calibrating, _check_T
+from .heterpoisson import _figure
 from .rdp import (
     DEFAULT_ORDERS,
     MoGRDP,
@@ -55,7 +55,8 @@ class MixtureAccountant(_Calibrating):
 
     def epsilon(self, sigma: float, T: int, delta: float, *, method: str = "rdp",
                 value_discretization_interval: float = 1e-3) -> PrivacyReport:
-        """``(eps, delta)`` after ``T`` adaptive compositions (RDP or PLD)."""
+        """``(eps, delta)`` after ``T`` adaptive compositions: ``method`` ``"rdp"``, ``"pld"``,
+        ``"prv"`` or ``"gdp"`` (:mod:`ldpfast.privacy.accountants`)."""
         sigma = check_eps("sigma", sigma)
         T = _check_T(T)
         delta = check_prob("delta", delta, open_low=True, open_high=True)
@@ -65,10 +66,10 @@ class MixtureAccountant(_Calibrating):
                 r = self.rdp(sigma)
                 e, a = rdp_to_epsilon(self.orders, T * r.rdp, delta)
             else:
-                e, a, _ = _eps_lazy(self.sensitivities, np.log(self.probs)[None, :], [None], sigma, T, delta,
+                e, a, _, _ = _eps_lazy(self.sensitivities, np.log(self.probs)[None, :], [None], sigma, T, delta,
                                     0.0, self.orders, self.rtol)
             return PrivacyReport(e, delta, sigma, T, "rdp", order=a, params=params, model=self.model)
-        if method == "pld":
-            e = _pld_eps(self.sensitivities, self.probs, sigma, T, delta, value_discretization_interval)
-            return PrivacyReport(e, delta, sigma, T, "pld", params=params, model=self.model)
-        raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
+        if method in ("pld", "prv", "gdp"):
+            e = _figure(method, self.sensitivities, self.probs, sigma, T, delta, value_discretization_interval)
+            return PrivacyReport(e, delta, sigma, T, method, params=params, model=self.model)
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")

@@ -262,8 +262,10 @@ def gaussian_epsilon(sensitivity: float, sigma: float, T: int, delta: float) -> 
     inverted by bisection.  Reference for the degenerate mixture (tests)."""
     mu = math.sqrt(T) * sensitivity / sigma
 
-    def dlt(e):
-        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+    from scipy import special
+
+    def dlt(e):  # the second term in log space: e^eps overflows where Phi underflows
+        return stats.norm.cdf(-e / mu + mu / 2) - math.exp(e + float(special.log_ndtr(-e / mu - mu / 2)))
 
     if dlt(0.0) <= delta:
         return 0.0
@@ -279,22 +281,43 @@ def gaussian_epsilon(sensitivity: float, sigma: float, T: int, delta: float) -> 
     return hi
 
 
-def _eps_lazy(c, logw, labels, sigma, T, delta, tail_T, orders, rtol):
+def _eps_lazy(c, logw, labels, sigma, T, delta, tail_T, orders, rtol, *, cache: dict | None = None,
+              target: float | None = None):
     """min over orders (and max over the mixtures, rows of ``logw``) of the Theorem 1 eps,
-    with ``delta`` reduced by ``e^eps tail_T``.  Orders whose cheap RDP lower bound already
-    gives a larger eps than the best found are skipped: they cannot be the minimiser.
-    Returns ``(eps, order, label of the worst mixture)``."""
+    with ``delta`` reduced by ``e^eps tail_T``, and the same minimum without the tail
+    charge (the whole ``delta`` to the RDP conversion: a lower bound on the first for this
+    mixture and, RDP growing with the cap, for every larger cap; :mod:`.heterpoisson`).
+    Orders whose cheap RDP lower bound already gives a larger eps than the best found, in
+    both minima, are skipped: they cannot be a minimiser of either.
+
+    ``cache`` (a dict kept by the caller for one ``(c, logw, sigma)``) holds the per-step
+    RDP of every order computed, so that other ``T`` and ``delta`` reuse it; with
+    ``target``, the scan stops at the first order whose eps is at most ``target`` (a
+    decision, not the minimum: the figures returned are then upper bounds of the minima).
+    Returns ``(eps, order, label of the worst mixture, eps without the tail charge)``."""
     best = (math.inf, float(np.min(orders)), labels[0])
+    best_free = math.inf
     for alpha in np.sort(np.asarray(orders, dtype=np.float64)):
         alpha = float(alpha)
-        lb = float(np.max(_mog_rdp_lower(c, logw, sigma, alpha)))
-        e_lb, _ = _eps_with_tail(np.array([alpha]), np.array([T * lb]), delta, tail_T)
-        if e_lb >= best[0]:
-            continue
-        mg, gm, _ = _mog_rdp_order(c, logw, sigma, alpha, rtol)
-        both = np.maximum(mg, gm)
-        i = int(np.argmax(both))
-        e, _ = _eps_with_tail(np.array([alpha]), np.array([T * both[i]]), delta, tail_T)
+        hit = None if cache is None else cache.get(alpha)
+        if hit is None:
+            lb = np.array([T * float(np.max(_mog_rdp_lower(c, logw, sigma, alpha)))])
+            e_lb, _ = _eps_with_tail(np.array([alpha]), lb, delta, tail_T)
+            f_lb, _ = rdp_to_epsilon(np.array([alpha]), lb, delta)
+            if e_lb >= best[0] and f_lb >= best_free:
+                continue
+            mg, gm, _ = _mog_rdp_order(c, logw, sigma, alpha, rtol)
+            both = np.maximum(mg, gm)
+            i = int(np.argmax(both))
+            hit = (float(both[i]), i)
+            if cache is not None:
+                cache[alpha] = hit
+        r, i = hit
+        e, _ = _eps_with_tail(np.array([alpha]), np.array([T * r]), delta, tail_T)
+        f, _ = rdp_to_epsilon(np.array([alpha]), np.array([T * r]), delta)
         if e < best[0]:
             best = (e, alpha, labels[i])
-    return best
+        best_free = min(best_free, f)
+        if target is not None and best[0] <= target:
+            break
+    return (*best, best_free)

@@ -19,8 +19,14 @@ from .clipping import (
     subgraph_loss,
 )
 from .mixing import SubgraphMixingError, check_subgraph_independence
-from .optimizer import BudgetExhaustedError, DPOptimizer, gaussian_noise_std
+from .optimizer import (
+    CLIPPINGS,
+    BudgetExhaustedError,
+    DPOptimizer,
+    adaptive_grad_sigma,
+    gaussian_noise_std,
+)
 
-__all__ = ["BudgetExhaustedError", "ClipStats", "DPOptimizer", "DPUsageError", "SubgraphGradSampleModule", "SubgraphMixingError",
-           "check_subgraph_independence", "clipped_sum_loop", "flat_grad", "gaussian_noise_std",
+__all__ = ["CLIPPINGS", "BudgetExhaustedError", "ClipStats", "DPOptimizer", "DPUsageError", "SubgraphGradSampleModule", "SubgraphMixingError",
+           "adaptive_grad_sigma", "check_subgraph_independence", "clipped_sum_loop", "flat_grad", "gaussian_noise_std",
            "per_subgraph_gradients_loop", "subgraph_loss"]

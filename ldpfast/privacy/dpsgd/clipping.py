@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import random
 import warnings
 from dataclasses import dataclass
 
@@ -213,9 +214,19 @@ class SubgraphGradSampleModule(torch.nn.Module):
         (:mod:`.grad_rules`, :mod:`.general`; :attr:`general_parameters` names the latter).
     check_independence : bool
         Run :func:`~ldpfast.privacy.dpsgd.mixing.check_subgraph_independence` on the first
-        training forward with at least two sub-graphs (three extra forwards without
-        autograd, once; parameters, gradients, buffers, the RNG state and the batch are left
-        as they were).  Default on; turn it off only for a model already checked.
+        training forward with at least two sub-graphs (four extra forwards without
+        autograd; parameters, gradients, buffers, the RNG state and the batch are left as
+        they were), and again on a random fraction ``recheck_fraction`` of the later ones.
+        Default on; turn it off only for a model already checked.
+    recheck_fraction : float
+        In [0, 1]: each later training forward with at least two sub-graphs is checked
+        again with this probability (default 0.05), drawn from a generator seeded by the OS
+        and independent of the training's randomness, so that a model which starts mixing
+        sub-graphs after a warm-up (a branch taken from step ``s`` on) is caught: ``k``
+        mixing steps escape with probability ``(1 - f)^k`` (0.6% for ``k = 100`` at the
+        default).  Cost (``benchmarks/bench_dpsgd_guards.py``): about ``f`` times one check
+        per step, a check costing about one training step (and, on a GPU, the check's host
+        reads on the steps it runs).  0 checks the first batch only.
     grad_path : {"auto", "general"}
         ``"auto"``: the fast rule where there is one; ``"general"``: every parameter on the
         general path (to check it or time it against the fast rules).
@@ -246,7 +257,8 @@ class SubgraphGradSampleModule(torch.nn.Module):
     :class:`DPOptimizer` before each release) when there are no per-sub-graph gradients.
     """
 
-    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True, grad_path: str = "auto"):
+    def __init__(self, model: torch.nn.Module, *, check_independence: bool = True, recheck_fraction: float = 0.05,
+                 grad_path: str = "auto"):
         super().__init__()
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
@@ -254,9 +266,18 @@ class SubgraphGradSampleModule(torch.nn.Module):
             raise TypeError(f"check_independence: expected a bool, got {type(check_independence).__name__}")
         if grad_path not in ("auto", "general"):
             raise ValueError(f"grad_path: expected 'auto' or 'general', got {grad_path!r}")
+        if isinstance(recheck_fraction, bool) or not isinstance(recheck_fraction, (int, float)) \
+                or not 0.0 <= recheck_fraction <= 1.0:
+            raise ValueError(f"recheck_fraction: expected a number in [0, 1], got {recheck_fraction!r}")
         self._module = model
         # the runtime check is pending until a training forward with >= 2 sub-graphs passed it
         self._independence_pending = check_independence
+        self._check_independence = check_independence
+        self.recheck_fraction = float(recheck_fraction)
+        self._recheck_rng = random.Random()  # seeded by the OS: which steps are checked is not predictable
+        self.independence_checks = 0  # runs of the check so far
+        # set by NodeDPEngine: refuses a training batch its sampler did not draw for this step
+        self._batch_guard = None
         self._recs: list[_Rec] = []
         self._active = False
         self._replaying = False  # the general path re-runs the model: nothing recorded then
@@ -373,9 +394,10 @@ class SubgraphGradSampleModule(torch.nn.Module):
                 return self._module(batch.x, batch.edge_index)
             x, edge_index, seg = batch.x, batch.edge_index, batch.batch
             bins = getattr(batch, "size_bins", None)
+            source = batch
         else:
             bins = None
-            x = batch
+            x, source = batch, None
             if seg is None or num_subgraphs is None:
                 if record:
                     raise ValueError("seg, num_subgraphs: required when calling with (x, edge_index) in training "
@@ -384,9 +406,13 @@ class SubgraphGradSampleModule(torch.nn.Module):
                 return self._module(x, edge_index)
         if not record:  # evaluation: leave the recorded batch (if any) alone
             return self._module(x, edge_index)
-        if self._independence_pending and int(num_subgraphs) >= 2:
+        if self._batch_guard is not None:
+            self._batch_guard(source)
+        if self._check_independence and int(num_subgraphs) >= 2 and (
+                self._independence_pending or self._recheck_rng.random() < self.recheck_fraction):
             check_subgraph_independence(self._module, x, edge_index, seg, int(num_subgraphs))
             self._independence_pending = False
+            self.independence_checks += 1
         self._recs = []
         self._terms_cache = None
         self._seg = seg
@@ -535,12 +561,23 @@ class SubgraphGradSampleModule(torch.nn.Module):
             out[p] = fn(cat(3), G, blocks[id(seg)], B)
         return out
 
-    def norms(self) -> torch.Tensor:
-        """Per-sub-graph L2 norms of the full gradient (float64, shape (B,))."""
-        sq = torch.zeros(self._num_subgraphs, dtype=torch.float64, device=self._device())
-        for s in self.param_sq_norms().values():
-            sq += s
-        return sq.sqrt()
+    def norms(self, per_parameter: bool = False) -> torch.Tensor:
+        """Per-sub-graph L2 norms of the full gradient (float64, shape (B,)), or with
+        ``per_parameter`` of each trainable parameter's part (shape (B, P), parameters in
+        ``model.parameters()`` order: per-layer clipping)."""
+        sq = self.param_sq_norms()
+        if not per_parameter:
+            tot = torch.zeros(self._num_subgraphs, dtype=torch.float64, device=self._device())
+            for s in sq.values():
+                tot += s
+            return tot.sqrt()
+        params = [p for p in self._module.parameters() if p.requires_grad]
+        out = torch.zeros(self._num_subgraphs, len(params), dtype=torch.float64, device=self._device())
+        for i, p in enumerate(params):
+            s = sq.get(p)
+            if s is not None:
+                out[:, i] = s
+        return out.sqrt()
 
     def _known_bins(self, seg: torch.Tensor) -> tuple[int, ...] | None:
         """Host histogram of the size bins of ``seg`` without a host read, when known: the
@@ -591,20 +628,36 @@ class SubgraphGradSampleModule(torch.nn.Module):
                                        "also used outside its module, e.g. functionally, or a Linear whose forward "
                                        "is called directly)")
 
-    def clip_and_accumulate(self, max_grad_norm: float) -> ClipStats:
+    def clip_and_accumulate(self, max_grad_norm) -> ClipStats:
         """Write ``sum_b min(1, C/||g_b||) g_b`` into every parameter's ``.grad``.
 
         Must follow ``loss.backward()`` of a sum of per-sub-graph losses on the batch of the
-        last :meth:`forward`.
+        last :meth:`forward`.  ``max_grad_norm``: ``C`` (> 0), or a sequence of one ``C_k``
+        per trainable parameter (per-layer clipping: each parameter's part of ``g_b`` is
+        clipped to its own ``C_k``, so ``||g_b|| <= sqrt(sum C_k^2)``; the stats are then
+        ``(B, P)``).
         """
-        C = check_eps("max_grad_norm", max_grad_norm)
-        norms = self.norms()
+        per_param = not isinstance(max_grad_norm, (int, float))
+        params = [p for p in self._module.parameters() if p.requires_grad]
+        if per_param:
+            cs = [check_eps("max_grad_norm", c) for c in max_grad_norm]
+            if len(cs) != len(params):
+                raise ValueError(f"max_grad_norm: expected one clipping norm per trainable parameter ({len(params)}), "
+                                 f"got {len(cs)}")
+            C = torch.tensor(cs, dtype=torch.float64, device=self._device())
+        else:
+            C = check_eps("max_grad_norm", max_grad_norm)
+        norms = self.norms(per_parameter=per_param)
         factors = torch.clamp(C * (1 - CLIP_MARGIN) / norms.clamp_min(1e-300), max=1.0)
-        for p in self._module.parameters():
-            if p.requires_grad:
-                p.grad = torch.zeros_like(p)
-        self._accumulate(self._per_param_terms(), factors.float(),
-                         {id(p): p.grad for p in self._module.parameters() if p.requires_grad})
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        into = {id(p): p.grad for p in params}
+        terms = self._per_param_terms()
+        if per_param:  # each parameter's terms scaled by its own column of factors
+            for i, p in enumerate(params):
+                self._accumulate([t for t in terms if t[0] is p], factors[:, i].float().contiguous(), into)
+        else:
+            self._accumulate(terms, factors.float(), into)
         self._recs = []
         self._terms_cache = None
         self._out_rec = None

@@ -23,10 +23,21 @@ A release also needs per-sub-graph gradients: :meth:`DPOptimizer.pre_step` refus
 anything changes) a step that follows no training forward and backward through the wrapper
 (:meth:`SubgraphGradSampleModule.check_release`), which used to release noise only.
 :class:`ldpfast.privacy.NodeDPEngine` builds this optimizer, the wrapper and the sampler in
-one call.
+one call, and disables the torch optimizer it wraps (:meth:`DPOptimizer.disable_direct_steps`).
+
+Clipping (``clipping=``), as Opacus: ``"flat"`` (one ``C`` for the whole per-sub-graph
+gradient), ``"per_layer"`` (one ``C_k`` per trainable parameter; the noise is that of the
+total ``sqrt(sum C_k^2)``, which bounds every clipped gradient), and ``"adaptive"`` (Andrew,
+Thakkar, McMahan and Ramaswamy 2021, "Differentially private learning with adaptive
+clipping": ``C`` follows a target quantile of the per-sub-graph norms through a noisy count,
+whose privacy cost is accounted, :class:`DPOptimizer`).
+
+Units: ``sigma`` is the paper's (noise ``N(0, (2 C sigma)^2)``); :attr:`DPOptimizer.noise_multiplier`
+is Opacus's (noise ``N(0, (noise_multiplier C)^2)``), ``2 sigma``.
 """
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
@@ -34,10 +45,15 @@ import torch
 
 from ..._checks import check_eps, check_int, check_prob, check_real
 from ...rng import resolve_seed
-from ..accountants.base import PrivacyReport
-from .clipping import ClipStats, SubgraphGradSampleModule
+from ..accountants.base import METHODS, PrivacyReport
+from .clipping import ClipStats, DPUsageError, SubgraphGradSampleModule
 
-__all__ = ["BudgetExhaustedError", "DPOptimizer", "gaussian_noise_std"]
+__all__ = ["CLIPPINGS", "BudgetExhaustedError", "DPOptimizer", "adaptive_grad_sigma", "gaussian_noise_std"]
+
+CLIPPINGS = ("flat", "per_layer", "adaptive")
+"""Clipping modes of :class:`DPOptimizer` (Opacus's names)."""
+
+_COUNT_TAG = 0xC0417  # the adaptive count's noise: its own stream, so the gradient noise bits are unchanged
 
 _BUDGET_SEARCH_MAX = 10**9
 """Step counts beyond this are not searched: a budget that allows more is unbounded in practice."""
@@ -61,8 +77,10 @@ class DPOptimizer:
         Noise in the paper's units (clip norm 0.5): the noise added to the clipped sum is
         ``N(0, (2 C sigma)^2 I)``, so that ``sigma`` is what
         :class:`ldpfast.privacy.accountants.HeterPoissonAccountant` accounts for.  > 0.
-    max_grad_norm : float
-        Clipping norm ``C`` (paper: 0.5), > 0.
+    max_grad_norm : float or sequence of float
+        Clipping norm ``C`` (paper: 0.5), > 0; with ``clipping="per_layer"`` one ``C_k > 0``
+        per trainable parameter (``model.parameters()`` order); with ``"adaptive"`` the
+        initial ``C``.
     expected_batch_size : float, optional
         If given (``q_b * #candidates``, Opacus' convention), the noisy sum is divided by it
         (``loss_reduction="mean"``); otherwise the noisy sum itself is the gradient, as in
@@ -94,8 +112,31 @@ class DPOptimizer:
         ``delta`` under ``accountant`` (``accounting_method``).  The largest allowed number
         of steps (``budget_steps``) is found once, here, by a doubling and bisection search
         over ``T`` (about ``2 log2 T`` accountant calls).
-    accounting_method : {"rdp", "pld"}
+    accounting_method : {"rdp", "pld", "prv", "gdp"}
         Default method of :meth:`epsilon` and the method of ``budget``.
+    clipping : {"flat", "per_layer", "adaptive"}
+        How the per-sub-graph gradients are clipped (module docstring).  With
+        ``"adaptive"``, ``sigma`` is the noise the accountant sees: the gradient noise is
+        the larger ``grad_sigma = (sigma^-2 - unclipped_num_std^-2)^-1/2``
+        (:func:`adaptive_grad_sigma`), so that the gradient and the count together are the
+        accounted mechanism (Andrew et al. 2021, Theorem 1, in node-level units: a node
+        moves the centred count ``sum_b (1[||g_b|| <= C] - 1/2)`` by at most 1/2 as a
+        central node and by at most ``k`` as a peripheral node of ``k`` sub-graphs, exactly
+        as it moves the clipped sum in paper units, so the pair is the same
+        mixture-of-Gaussians mechanism at noise ``(grad_sigma^-2 + unclipped_num_std^-2)^-1/2 =
+        sigma``).  Needs ``expected_batch_size``.
+    target_unclipped_quantile : float
+        ``"adaptive"``: the quantile ``gamma`` in (0, 1) of the per-sub-graph norms that
+        ``C`` tracks (Opacus's name; default 0.5, the median).
+    clipbound_learning_rate : float
+        ``"adaptive"``: ``eta > 0`` of the geometric update ``C <- C exp(-eta (b - gamma))``,
+        ``b`` the noisy fraction of unclipped sub-graphs (default 0.2).
+    unclipped_num_std : float, optional
+        ``"adaptive"``: standard deviation of the noise on the centred count, > ``sigma``
+        (default ``expected_batch_size / 20``, Andrew et al.'s recommendation).
+    min_clipbound, max_clipbound : float
+        ``"adaptive"``: ``C`` stays in ``[min_clipbound, max_clipbound]`` (defaults 1e-6
+        and 1e6).
 
     Attributes
     ----------
@@ -104,6 +145,11 @@ class DPOptimizer:
         :meth:`pre_step` calls), restored by :meth:`load_state_dict`.
     budget_steps : int or None
         Steps allowed by ``budget``.
+    clip_bound : float
+        The clipping norm of the next step: ``C``, the total ``sqrt(sum C_k^2)`` per layer,
+        or the current adaptive ``C``.
+    grad_sigma : float
+        The gradient's noise in paper units (``sigma`` except with adaptive clipping).
 
     Notes
     -----
@@ -115,10 +161,12 @@ class DPOptimizer:
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, module: SubgraphGradSampleModule, *, sigma: float,
-                 max_grad_norm: float = 0.5, expected_batch_size: float | None = None,
+                 max_grad_norm=0.5, expected_batch_size: float | None = None,
                  seed: int | None = None, secure_mode: bool = False, accountant: Any = None,
                  max_steps: int | None = None, budget: tuple[float, float] | None = None,
-                 accounting_method: str = "rdp"):
+                 accounting_method: str = "rdp", clipping: str = "flat", target_unclipped_quantile: float = 0.5,
+                 clipbound_learning_rate: float = 0.2, unclipped_num_std: float | None = None,
+                 min_clipbound: float = 1e-6, max_clipbound: float = 1e6):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         if not isinstance(module, SubgraphGradSampleModule):
@@ -126,10 +174,33 @@ class DPOptimizer:
         self.optimizer = optimizer
         self.module = module
         self.sigma = check_eps("sigma", sigma)
-        self.max_grad_norm = check_eps("max_grad_norm", max_grad_norm)
+        if clipping not in CLIPPINGS:
+            raise ValueError(f"clipping: expected one of {CLIPPINGS}, got {clipping!r}")
+        self.clipping = clipping
         if expected_batch_size is not None:
             expected_batch_size = check_real("expected_batch_size", expected_batch_size, 1e-12)
         self.expected_batch_size = expected_batch_size
+        self.max_grad_norm = _check_clip(max_grad_norm, clipping, module)
+        self.clip_bound = (math.sqrt(sum(c * c for c in self.max_grad_norm)) if clipping == "per_layer"
+                           else self.max_grad_norm)
+        self.grad_sigma = self.sigma
+        self.adaptive: dict[str, float] | None = None
+        if clipping == "adaptive":
+            if expected_batch_size is None:
+                raise ValueError("expected_batch_size: required with clipping='adaptive' (the noisy count of "
+                                 "unclipped sub-graphs is divided by it)")
+            std = expected_batch_size / 20.0 if unclipped_num_std is None else unclipped_num_std
+            std = check_eps("unclipped_num_std", std)
+            lo, hi = check_eps("min_clipbound", min_clipbound), check_eps("max_clipbound", max_clipbound)
+            if lo > hi:
+                raise ValueError(f"min_clipbound, max_clipbound: expected min <= max, got {lo} > {hi}")
+            self.adaptive = {
+                "target_unclipped_quantile": check_prob("target_unclipped_quantile", target_unclipped_quantile,
+                                                        open_low=True, open_high=True),
+                "clipbound_learning_rate": check_eps("clipbound_learning_rate", clipbound_learning_rate),
+                "unclipped_num_std": std, "min_clipbound": lo, "max_clipbound": hi}
+            self.grad_sigma = adaptive_grad_sigma(self.sigma, std)
+            self.clip_bound = min(hi, max(lo, self.clip_bound))
         self.secure_mode = bool(secure_mode)
         self.generator = torch.Generator()  # the CPU noise's; reseeded at every step (_cpu_noises)
         seed = None if secure_mode else resolve_seed(seed)
@@ -141,10 +212,16 @@ class DPOptimizer:
             raise TypeError(f"accountant: expected an accountant with epsilon(sigma, T, delta) (e.g. "
                             f"HeterPoissonAccountant), got {type(accountant).__name__}")
         self.accountant = accountant
-        if accounting_method not in ("rdp", "pld"):
-            raise ValueError(f"accounting_method: expected 'rdp' or 'pld', got {accounting_method!r}")
+        if accounting_method not in METHODS:
+            raise ValueError(f"accounting_method: expected one of {METHODS}, got {accounting_method!r}")
         self.accounting_method = accounting_method
         self.max_steps = None if max_steps is None else check_int("max_steps", max_steps, 1)
+        # physical batches of one logical batch (BatchMemoryManager): set by the sampler
+        self.batch_source = None
+        self._acc: list[torch.Tensor] | None = None  # the clipped sums of the chunks so far
+        self._acc_stats: list[ClipStats] = []  # and their norms
+        # called with the step count a release makes, before anything is released (a store's write-ahead)
+        self.before_release: list = []
         self.budget: tuple[float, float] | None = None
         self.budget_steps: int | None = None
         if budget is not None:
@@ -156,9 +233,47 @@ class DPOptimizer:
                            check_prob("budget delta", budget[1], open_low=True, open_high=True))
             self.budget_steps = self._steps_within_budget()
 
+    def disable_direct_steps(self) -> None:
+        """Make ``step()`` of the wrapped torch optimizer raise :class:`DPUsageError` unless
+        this optimizer takes it (:class:`ldpfast.privacy.NodeDPEngine` calls this): stepped
+        by itself it would apply the raw, unclipped, noise-free gradient, a release no
+        accountant covers (issue 37, finding 6).  A step pre-hook, so schedulers built on
+        it and ``type(opt).step(opt)`` are refused too."""
+        opt = self.optimizer
+        if getattr(opt, "_ldp_guarded", False):
+            return
+        opt._ldp_guarded = True
+        opt._ldp_releasing = 0
+
+        def refuse(o, args, kwargs):
+            if not getattr(o, "_ldp_releasing", 0):
+                raise DPUsageError(
+                    f"{type(o).__name__}.step(): this optimizer was handed to node-level DP-SGD (NodeDPEngine."
+                    "make_private) and is disabled: stepping it directly would apply the raw gradient, not "
+                    "clipped per sub-graph and without noise, which no accountant covers. Call step() on the "
+                    "DPOptimizer that make_private returned (model, optimizer, sampler = engine.make_private(...); "
+                    "optimizer.step()); nothing was changed")
+
+        opt.register_step_pre_hook(refuse)
+
+    def _inner_step(self):
+        """The wrapped optimizer's step, let through the guard of :meth:`disable_direct_steps`."""
+        opt = self.optimizer
+        opt._ldp_releasing = getattr(opt, "_ldp_releasing", 0) + 1
+        try:
+            return opt.step()
+        finally:
+            opt._ldp_releasing -= 1
+
     # ------------------------------------------------------------------ accounting
     def _steps_within_budget(self) -> int:
-        """Largest ``T`` with ``epsilon(T) <= eps`` (``eps`` grows with ``T``): doubling, then bisection."""
+        """Largest ``T`` with ``epsilon(T) <= eps``: doubling, then bisection.
+
+        Valid whatever the accountant: the ``T`` returned is one whose figure was computed
+        and found within the budget (the bisection keeps ``ok(lo)``), and the first
+        ``t <= T`` steps of a run are a post-processing of its ``T`` steps, so every prefix
+        is within the budget too.  Finding the *largest* such ``T`` needs ``epsilon(T)``
+        non-decreasing, which every accountant here is (issue 37, finding 16; tested)."""
         eps, delta = self.budget
 
         def ok(T):
@@ -205,7 +320,7 @@ class DPOptimizer:
         ----------
         delta : float, optional
             In (0, 1); default the ``budget``'s delta.
-        method : {"rdp", "pld"}, optional
+        method : {"rdp", "pld", "prv", "gdp"}, optional
             Default ``accounting_method``.
 
         Returns
@@ -221,8 +336,8 @@ class DPOptimizer:
                 raise ValueError("delta: required (no budget to take it from)")
             delta = self.budget[1]
         method = self.accounting_method if method is None else method
-        if method not in ("rdp", "pld"):
-            raise ValueError(f"method: expected 'rdp' or 'pld', got {method!r}")
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
         if self.steps == 0:
             delta = check_prob("delta", delta, open_low=True, open_high=True)
             return PrivacyReport(0.0, delta, self.sigma, 0, method, model=getattr(self.accountant, "model", ""))
@@ -233,8 +348,11 @@ class DPOptimizer:
         accounted with.  Nothing in it rebuilds the noise (no seed, no generator state): a
         checkpoint may be stored like the model.
         """
-        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "sigma": self.sigma,
-                "max_grad_norm": self.max_grad_norm}
+        state = {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "sigma": self.sigma,
+                 "max_grad_norm": self.max_grad_norm}
+        if self.adaptive is not None:  # a post-processing of the noisy counts released
+            state["clip_bound"] = self.clip_bound
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the step count (so :meth:`epsilon` and the limits
@@ -252,20 +370,30 @@ class DPOptimizer:
         if missing:
             raise ValueError(f"state_dict: missing {sorted(missing)} (expected DPOptimizer.state_dict())")
         for name in ("sigma", "max_grad_norm"):
-            if float(state_dict[name]) != getattr(self, name):
+            if _clip_key(state_dict[name]) != _clip_key(getattr(self, name)):
                 raise ValueError(f"{name}: the state's {state_dict['steps']} steps were taken at {name}="
                                  f"{state_dict[name]}, this optimizer uses {getattr(self, name)}; the accountant "
                                  f"assumes one {name} for all steps: build the optimizer with the same value")
         steps = check_int("state_dict['steps']", state_dict["steps"], 0)
+        bound = self.clip_bound
+        if self.adaptive is not None and "clip_bound" in state_dict:
+            bound = check_eps("state_dict['clip_bound']", state_dict["clip_bound"])
         self.optimizer.load_state_dict(state_dict["optimizer"])
         self.steps = steps
+        self.clip_bound = bound
 
     # ------------------------------------------------------------------ optimizer
 
     @property
     def noise_std(self) -> float:
-        """Standard deviation of the noise added to the clipped sum: ``2 C sigma``."""
-        return 2.0 * self.max_grad_norm * self.sigma
+        """Standard deviation of the noise added to the clipped sum: ``2 C grad_sigma``
+        (``C``: :attr:`clip_bound`)."""
+        return 2.0 * self.clip_bound * self.grad_sigma
+
+    @property
+    def noise_multiplier(self) -> float:
+        """Opacus's noise multiplier of the gradient: ``noise_std / C = 2 grad_sigma``."""
+        return 2.0 * self.grad_sigma
 
     @property
     def param_groups(self):
@@ -325,10 +453,52 @@ class DPOptimizer:
             flat /= 2.0
         return [f.view(p.shape) for f, p in zip(flat.split(sizes), params)]
 
-    def _add_noise(self, params: list[torch.nn.Parameter]) -> None:
-        """Add the Gaussian noise to the clipped sum in every ``.grad``."""
+    def _add_noise(self, params: list[torch.nn.Parameter], count: float | None = None) -> float | None:
+        """Add the Gaussian noise to the clipped sum in every ``.grad``; with adaptive
+        clipping, also to the centred count, which is returned."""
         for p, z in zip(params, self._noises(params)):
             p.grad = p.grad + z.to(p.dtype)
+        return None if count is None else count + self._count_noise()
+
+    def _count_noise(self) -> float:
+        """``N(0, unclipped_num_std^2)`` for the adaptive count, from its own generator seeded
+        by ``(seed, step)`` (the gradient noise's bits do not move)."""
+        g = torch.Generator()
+        g.manual_seed(secrets.randbits(63) if self._seed is None
+                      else _mix64(self._seed ^ _COUNT_TAG, self.steps) & ((1 << 63) - 1))
+        return float(torch.normal(0.0, self.adaptive["unclipped_num_std"], (1,), generator=g, dtype=torch.float64))
+
+    def _clip(self) -> ClipStats:
+        """The clipped sum of the last forward's batch into ``.grad``."""
+        self.module.check_release()
+        return self.module.clip_and_accumulate(self.max_grad_norm if self.clipping == "per_layer"
+                                               else self.clip_bound)
+
+    def _centred_count(self, stats: ClipStats) -> float:
+        """``sum_b (1[||g_b|| <= C] - 1/2)``: what adaptive clipping releases with noise."""
+        n = stats.norms
+        return float((n <= self.clip_bound).sum()) - 0.5 * n.numel()
+
+    def _chunk_pending(self) -> bool:
+        """Whether the last forward was a physical batch followed by more of the same step."""
+        src = self.batch_source
+        return src is not None and src._take_chunk(self.steps)
+
+    def _accumulate_chunk(self) -> ClipStats:
+        """Clip a physical batch that is not the last of its logical batch and keep its
+        clipped sum (and count) for the release; nothing is released or counted."""
+        stats = self._clip()
+        params = [p for p in self.module._module.parameters() if p.requires_grad]
+        if self._acc is None:
+            self._acc = [p.grad.clone() for p in params]
+        else:
+            for a, p in zip(self._acc, params):
+                a += p.grad
+        self._acc_stats.append(stats)
+        for p in params:
+            p.grad = None
+        self.last_stats = stats
+        return stats
 
     def pre_step(self) -> ClipStats:
         """Clip per sub-graph, sum, add noise, scale: leaves the private gradient in ``.grad``
@@ -344,24 +514,43 @@ class DPOptimizer:
         """
         self._check_budget()
         self.module.check_release()
-        stats = self.module.clip_and_accumulate(self.max_grad_norm)
+        for hook in self.before_release:  # e.g. the store's record of this step, written ahead
+            hook(self.steps + 1)
+        stats = self._clip()
         params = [p for p in self.module._module.parameters() if p.requires_grad]
-        self._add_noise(params)
+        if self._acc is not None:  # the physical batches before this one (BatchMemoryManager)
+            for a, p in zip(self._acc, params):
+                p.grad = p.grad + a
+            stats = ClipStats(norms=torch.cat([s.norms for s in (*self._acc_stats, stats)]),
+                              factors=torch.cat([s.factors for s in (*self._acc_stats, stats)]))
+        count = None if self.adaptive is None else self._centred_count(stats)  # every chunk, one bound
+        self._acc, self._acc_stats = None, []
+        noisy_count = self._add_noise(params, count)
         if self.expected_batch_size is not None:
             for p in params:
                 p.grad = p.grad / self.expected_batch_size
+        if noisy_count is not None:  # Andrew et al. 2021: geometric update towards the target quantile
+            a = self.adaptive
+            unclipped = noisy_count / self.expected_batch_size + 0.5
+            bound = self.clip_bound * math.exp(-a["clipbound_learning_rate"] * (unclipped - a["target_unclipped_quantile"]))
+            self.clip_bound = min(a["max_clipbound"], max(a["min_clipbound"], bound))
         self.steps += 1
         self.last_stats = stats
         return stats
 
     def step(self, closure=None):
-        """:meth:`pre_step` then the wrapped optimizer's step."""
+        """:meth:`pre_step` then the wrapped optimizer's step.  For a physical batch that is
+        not the last of its logical batch (:class:`ldpfast.privacy.BatchMemoryManager`):
+        clip and keep its sum, release nothing (returns ``None``)."""
         self._check_budget()  # before the closure's forward/backward
         if closure is not None:
             with torch.enable_grad():
                 closure()
+        if self._chunk_pending():
+            self._accumulate_chunk()
+            return None
         self.pre_step()
-        return self.optimizer.step()
+        return self._inner_step()
 
     def noise_only_step(self):
         """A step with no sub-graph (empty Poisson sample): the release is pure noise, and
@@ -369,7 +558,7 @@ class DPOptimizer:
         self._check_budget()
         self.module.forward_empty()
         self.pre_step()
-        return self.optimizer.step()
+        return self._inner_step()
 
 
 def _mix64(a: int, b: int) -> int:
@@ -379,6 +568,48 @@ def _mix64(a: int, b: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
     return x ^ (x >> 31)
+
+
+def _check_clip(max_grad_norm, clipping: str, module: SubgraphGradSampleModule):
+    """``C`` (a float), or per layer a tuple of one ``C_k`` per trainable parameter."""
+    if clipping != "per_layer":
+        if isinstance(max_grad_norm, (list, tuple)):
+            raise ValueError("max_grad_norm: a sequence of clipping norms needs clipping='per_layer'")
+        return check_eps("max_grad_norm", max_grad_norm)
+    n = sum(1 for p in module._module.parameters() if p.requires_grad)
+    if isinstance(max_grad_norm, (int, float)) and not isinstance(max_grad_norm, bool):
+        raise TypeError(f"max_grad_norm: clipping='per_layer' needs one clipping norm per trainable parameter "
+                         f"({n}), e.g. [C / {n} ** 0.5] * {n} for a total of C")
+    cs = tuple(check_eps("max_grad_norm", c) for c in max_grad_norm)
+    if len(cs) != n:
+        raise ValueError(f"max_grad_norm: expected one clipping norm per trainable parameter ({n}, in "
+                         f"model.parameters() order), got {len(cs)}")
+    return cs
+
+
+def _clip_key(v):
+    """A comparable form of a clipping norm (a float, or a sequence per layer)."""
+    return tuple(float(c) for c in v) if isinstance(v, (list, tuple)) else float(v)
+
+
+def adaptive_grad_sigma(sigma: float, unclipped_num_std: float) -> float:
+    """The gradient noise (paper units) that, beside a count released with noise
+    ``unclipped_num_std``, makes the pair the mechanism accounted at ``sigma``:
+    ``(sigma^-2 - unclipped_num_std^-2)^-1/2`` (Andrew et al. 2021, Theorem 1;
+    :class:`DPOptimizer`, ``clipping="adaptive"``).
+
+    Raises
+    ------
+    ValueError
+        When ``unclipped_num_std <= sigma`` (the count alone would spend the budget).
+    """
+    sigma = check_eps("sigma", sigma)
+    std = check_eps("unclipped_num_std", unclipped_num_std)
+    if std <= sigma:
+        raise ValueError(f"unclipped_num_std: must exceed sigma={sigma:g} (paper units; Opacus: noise_multiplier / 2) "
+                         f"for the count to leave room for the gradient's noise, got {std:g}; raise it (default "
+                         "expected_batch_size / 20) or add noise")
+    return (sigma ** -2 - std ** -2) ** -0.5
 
 
 def gaussian_noise_std(max_grad_norm: float, sigma: float) -> float:
