@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
     data = load(a.dataset)
     tmp = tempfile.TemporaryDirectory()
-    store = ReportStore(Path(tmp.name) / "spend.sqlite")
+    store = ReportStore(Path(tmp.name) / "spend.sqlite", create=True)
     variants = {"recheck 0": 0.0, "recheck 0.05": 0.05, "recheck 0.25": 0.25, "recheck 1": 1.0, "store": 0.0}
     per_step: dict[str, list[float]] = {k: [] for k in variants}
     checks: dict[str, list[int]] = {k: [] for k in variants}

@@ -199,7 +199,7 @@ def test_batch_memory_manager_keeps_the_release_and_the_accounting(cora):
 def test_poisson_sampling_off_is_fixed_size_and_flagged_not_private(cora, tmp_path):
     """Every batch has round(expected_batch_size) sub-graphs; epsilon is inf and the report,
     the privacy model and the store's record say why; a budget is refused."""
-    store = ReportStore(tmp_path / "s.sqlite")
+    store = ReportStore(tmp_path / "s.sqlite", create=True)
     engine, _, model, opt, sampler = _private(cora, steps=3, expected_batch_size=40, poisson_sampling=False,
                                               store=store, dataset="cora", run="debug")
     sizes = [b.num_subgraphs for b, _ in _train(model, opt, sampler)]

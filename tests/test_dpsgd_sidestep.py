@@ -210,7 +210,7 @@ def test_the_store_remembers_the_spend_across_engines(cora, tmp_path):
     resumed from an older checkpoint, or started afresh under the same run, counts what the
     store recorded; other settings under the same run name are refused; a failed write
     refuses the step."""
-    store = ReportStore(tmp_path / "spend.sqlite")
+    store = ReportStore(tmp_path / "spend.sqlite", create=True)
     rec = {"store": store, "dataset": "cora", "run": "gcn-1"}
     engine, _net, _, model, opt, sampler = _private(cora, steps=14, **rec)
     assert store.node_dp_spent("cora", "gcn-1") is None
@@ -252,7 +252,7 @@ def test_the_store_remembers_the_spend_across_engines(cora, tmp_path):
         opt3.step()
     assert opt3.steps == 0 and _same(before, _params(net3))
     with pytest.raises(ValueError, match="run: required with store="):
-        _private(cora, store=ReportStore(tmp_path / "b.sqlite"), dataset="cora")
+        _private(cora, store=ReportStore(tmp_path / "b.sqlite", create=True), dataset="cora")
 
 
 # --------------------------------------------------------------------------- finding 16

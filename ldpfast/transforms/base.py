@@ -56,7 +56,7 @@ def _warn_unaccounted(transform: str, user_key, dataset: str) -> None:
         key = (rule, transform, dataset)
         if key not in _WARNED:
             _WARNED.add(key)
-            warnings.warn(msg + ". Pass store=ldpfast.privacy.ReportStore(path) (and user_key=) to account each user "
+            warnings.warn(msg + ". Pass store=ldpfast.privacy.ReportStore(path, create=True) (and user_key=) to account each user "
                           "across releases and cap their total.", UserWarning, stacklevel=4)
 
 
