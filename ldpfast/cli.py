@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 #: The methods ``ldpfast reproduce`` runs (one per paper).
-REPRODUCIBLE = ("rgnn", "lpgnn", "dprr", "heterpoisson")
+REPRODUCIBLE = ("rgnn", "lpgnn", "dprr", "heterpoisson", "pipeline")
 
 
 def _versions() -> dict:
