@@ -63,6 +63,7 @@ heterpoisson``) is :mod:`ldpfast.reproduce.heterpoisson`.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -78,7 +79,14 @@ from ..privacy.accountants import check_degree_model
 from ..privacy.budget import Spent
 from ..privacy.engine import NODES_PRIVACY_MODEL
 from ..rng import resolve_seed
-from ._common import _data_tensors, data_to, device_raises, resolve_device, sub_seed, with_edge_index
+from ._common import (
+    _data_tensors,
+    data_to,
+    device_raises,
+    resolve_device,
+    sub_seed,
+    with_edge_index,
+)
 
 __all__ = ["PAPER_BASELINE_PRIVACY_MODEL", "HeterPoissonReport", "build_model", "fit", "fit_paper_baseline",
            "split_nodes"]
@@ -477,7 +485,7 @@ class _PaperMLP(torch.nn.Module):
     def __init__(self, d_in: int, hidden: int, n_classes: int, depth: int):
         super().__init__()
         dims = [d_in] + [hidden] * depth
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.head = torch.nn.Linear(dims[-1], n_classes)
 
     def forward(self, x):

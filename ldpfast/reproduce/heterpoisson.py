@@ -14,17 +14,24 @@ import torch
 from .._checks import check_eps, check_int
 from ..cli import plain_text
 from ..methods._common import sub_seed
-from ..methods.heterpoisson import MLP_PRIVACY_MODEL, PAPER_BASELINE_PRIVACY_MODEL, SETTINGS, fit, fit_paper_baseline
+from ..methods.heterpoisson import (
+    MLP_PRIVACY_MODEL,
+    PAPER_BASELINE_PRIVACY_MODEL,
+    SETTINGS,
+    fit,
+    fit_paper_baseline,
+)
 from ..privacy.accountants import privacy_model
 from ..rng import resolve_seed
 from ._report import SECRET_SEED_HELP, markdown_table, public_command, save_figure, save_json
 
 __all__ = ["MLP_LRS", "PAPER_BASELINE", "PAPER_TABLE2", "PAPER_TABLE4", "TUNED_MLP", "reproduce_main"]
 
-#: Row labels of the two baselines: the naive DP-SGD MLP as the paper ran it (its authors'
-#: settings, :func:`ldpfast.methods.heterpoisson.fit_paper_baseline`), and the DP MLP given
-#: HeterPoisson's schedule and tuning budget (``fit(model="mlp")``).
+#: Row label of the naive DP-SGD MLP as the paper ran it (its authors' settings,
+#: :func:`ldpfast.methods.heterpoisson.fit_paper_baseline`).
 PAPER_BASELINE = "naive DP-SGD MLP, paper's settings"
+#: Row label of the DP MLP given HeterPoisson's schedule and tuning budget
+#: (``fit(model="mlp")``, the best of :data:`MLP_LRS`).
 TUNED_MLP = "DP MLP, tuned (HeterPoisson's schedule)"
 
 #: Learning rates the tuned DP MLP tries per cell, as many as HeterPoisson tries values of

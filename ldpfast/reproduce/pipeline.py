@@ -22,10 +22,18 @@ from .._checks import check_int, check_real
 from ..cli import plain_text
 from ..methods._common import fmt_eps, labelled_split, mean_std, sub_seed
 from ..rng import resolve_seed
-from ._report import SECRET_SEED_HELP, markdown_table, public_command, resume_rows, save_figure, save_json
+from ._report import (
+    SECRET_SEED_HELP,
+    markdown_table,
+    public_command,
+    resume_rows,
+    save_figure,
+    save_json,
+)
 
 __all__ = ["DATASETS", "grid", "naive_compose", "reproduce_main"]
 
+#: The datasets of the table (all four offline).
 DATASETS = ("cora", "citeseer", "facebook", "twitch-de")
 INF = math.inf
 
@@ -34,10 +42,11 @@ def grid(node_eps, edge_eps, feature_share: float = 0.25, *, baselines: bool = T
     """Rows of the table for one dataset: for every node budget ``B`` (``eps_x = share B``,
     ``eps_y = (1 - share) B``) and edge budget, the recipe; with ``baselines``, the
     non-private model, the public graph at the largest ``B``, and at the largest ``B`` and
-    edge budget the DPRR variant and the naive ``T.Compose`` + GCN."""
+    edge budget the DPRR variant, the naive ``T.Compose`` + GCN, the recipe with
+    ``eps_y = 0.5`` (where the label warning starts) and with the node budget split evenly."""
     rows = []
     top_b, top_e = max(node_eps), max(edge_eps)
-    split = lambda b: (feature_share * b, (1 - feature_share) * b)  # noqa: E731
+    split = lambda b: (feature_share * b, (1 - feature_share) * b)
     if baselines:
         rows.append({"kind": "non-private", "eps_x": INF, "eps_y": INF, "eps_edges": INF})
         rows.append({"kind": "public graph", "eps_x": split(top_b)[0], "eps_y": split(top_b)[1], "eps_edges": INF})
@@ -48,6 +57,8 @@ def grid(node_eps, edge_eps, feature_share: float = 0.25, *, baselines: bool = T
         ex, ey = split(top_b)
         rows.append({"kind": "recipe, DPRR edges (or)", "eps_x": ex, "eps_y": ey, "eps_edges": top_e})
         rows.append({"kind": "naive T.Compose + GCN", "eps_x": ex, "eps_y": ey, "eps_edges": top_e})
+        rows.append({"kind": "recipe, small eps_y", "eps_x": ex, "eps_y": 0.5, "eps_edges": top_e})
+        rows.append({"kind": "recipe, even split", "eps_x": top_b / 2, "eps_y": top_b / 2, "eps_edges": top_e})
     return rows
 
 
@@ -115,7 +126,7 @@ def _key(r: dict) -> tuple:
 
 def _run_row(row: dict, data, ds: str, seed: int, a) -> dict:
     """One run of one row: accuracy and what the run chose and warned."""
-    from ..methods.pipeline import PipelineWarning, private_pipeline
+    from ..methods.pipeline import PipelineWarning, collapse_risks, private_pipeline
 
     t0 = time.perf_counter()
     if row["kind"].startswith("naive"):
@@ -127,11 +138,17 @@ def _run_row(row: dict, data, ds: str, seed: int, a) -> dict:
         rep = private_pipeline(data, row["eps_x"], row["eps_y"], row["eps_edges"], edges="dprr" if dprr else "rr",
                                symmetrize="or" if dprr else "and", epochs=a.epochs, patience=a.patience, lr=a.lr,
                                seed=seed, dataset=ds)
-    warned = [str(w.message).split(":")[1].split(".")[0].strip() for w in caught
-              if issubclass(w.category, PipelineWarning)]
+    warned = sorted(collapse_risks(data, row["eps_y"], row["eps_edges"], "dprr" if dprr else "rr",
+                                   "or" if dprr else "and"))
+    assert warned == sorted(_tag(str(w.message)) for w in caught if issubclass(w.category, PipelineWarning))
     return {"accuracy": rep.accuracy, "seconds": time.perf_counter() - t0, "warned": warned,
             "k": [rep.k_x, rep.k_y], "majority": rep.majority, "spent": rep.spent,
             "true_fraction": rep.graph["expected_true_fraction"], "server_edges": rep.graph["edges"]}
+
+
+def _tag(message: str) -> str:
+    """The short name of a PipelineWarning: "graph" or "labels"."""
+    return "graph" if "server graph" in message else "labels" if "eps_y" in message else message[:40]
 
 
 def _plot(path: Path, rows: list[dict]):
