@@ -99,6 +99,9 @@ def _plot(path: Path, rows: list[dict], title: str):
             if pp:
                 ax.plot([p[0] for p in pp], [p[1] for p in pp], "x--", alpha=0.7,
                         color=line[0].get_color(), label=f"paper {m} ({st[:5]})")
+        maj = [r["majority"] for r in rows if r["dataset"] == ds and r.get("majority") is not None]
+        if maj:  # what predicting the most frequent class scores on the test nodes
+            ax.axhline(maj[0], color="grey", lw=0.8, ls=":", label="majority class")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("eps (node-level)")
         ax.set_ylabel("test accuracy (%)")
