@@ -59,7 +59,7 @@ from ._cli_args import (
 )
 
 #: The methods ``ldpfast reproduce`` runs (one per paper).
-REPRODUCIBLE = ("rgnn", "lpgnn", "dprr", "heterpoisson")
+REPRODUCIBLE = ("rgnn", "lpgnn", "dprr", "heterpoisson", "pipeline")
 
 
 def _versions() -> dict:

@@ -711,3 +711,59 @@ def test_inference_shared_scan_body_and_long_row_path_equal_numba():
             avail = int(nb.numel() if allow is None else allow[nb].sum())
             hub = a.n_id[a.ptr[0]:a.ptr[1]]
             assert hub[0] == 0 and hub.numel() - 1 == min(n_test, avail) and avail > 6000 // 3
+
+
+# --------------------------------------------------------------------------- the two baselines (issue 39)
+def test_paper_baseline_uses_the_authors_settings(one_torch_thread):
+    """fit_paper_baseline: MLP d-32-32-32-C, T = 5 epochs of ceil(n_train / 2048) steps, the
+    Poisson-subsampled Gaussian accountant at q = 2048 / n_train, delta = 1 / n_train^1.1."""
+    from ldpfast.methods.heterpoisson import (
+        PAPER_BASELINE_PRIVACY_MODEL,
+        fit_paper_baseline,
+        split_nodes,
+    )
+    from ldpfast.privacy.accountants import MixtureAccountant
+
+    data = planted_graph(n=3000, seed=4)
+    rep = fit_paper_baseline(data, 2.0, seed=3)
+    n_train = int(split_nodes(3000, 3)[0].sum())
+    assert rep.T == 5 * math.ceil(n_train / 2048) and rep.q_b == pytest.approx(2048 / n_train)
+    assert rep.delta == pytest.approx(1 / n_train**1.1) and rep.M is None
+    assert rep.eps <= 2.0 and rep.eps == pytest.approx(2.0, abs=0.01)
+    acct = MixtureAccountant([0.0, 1.0], [1 - rep.q_b, rep.q_b])
+    assert acct.epsilon(rep.sigma, rep.T, rep.delta).eps == pytest.approx(rep.eps)
+    assert rep.settings["noise_std_on_mean"] == pytest.approx(rep.sigma / 2048)
+    assert rep.settings["hidden"] == 32 and rep.settings["depth"] == 3 and rep.settings["lr"] == 1e-3
+    assert rep.privacy_model == PAPER_BASELINE_PRIVACY_MODEL and "Poisson" in rep.privacy_model
+    again = fit_paper_baseline(data, 2.0, seed=3)
+    assert again.accuracy == rep.accuracy
+    # with enough steps the same code learns the planted classes (it is not broken, only short)
+    long = fit_paper_baseline(data, 8.0, seed=3, epochs=8, batch_size=256, lr=3e-2)
+    assert long.accuracy > 0.9, long.accuracy
+
+
+def test_reproduce_reports_both_baselines_beside_heterpoisson(tmp_path, monkeypatch, one_torch_thread):
+    """ldpfast reproduce heterpoisson: per cell the HeterPoisson rows, the tuned DP MLP (as many
+    tries as HeterPoisson has M values) and the paper's-settings MLP compared with the paper's
+    baseline numbers, with the majority-class share."""
+    import json
+
+    import ldpfast.datasets
+    from ldpfast.reproduce import heterpoisson as repro
+
+    monkeypatch.setattr(ldpfast.datasets, "load", lambda name, root=None, feature_dim=None: planted_graph(seed=1))
+    argv = ["--datasets", "twitch-de", "--models", "gcn", "--eps", "8", "--epochs", "2", "--batch", "200",
+            "--M", "1", "2", "--out", str(tmp_path), "--seed", "11"]
+    assert repro.reproduce_main(argv) == 0
+    rows = json.loads((tmp_path / "heterpoisson.json").read_text())["rows"]
+    by = {r["model"]: r for r in rows}
+    assert set(by) == {"HeterPoisson gcn", repro.TUNED_MLP, repro.PAPER_BASELINE}
+    assert repro.PAPER_BASELINE.endswith("paper's settings")
+    paper_mlp = repro.PAPER_TABLE2["twitch-de"]["mlp"][8]
+    assert by[repro.PAPER_BASELINE]["paper"] == paper_mlp and by[repro.PAPER_BASELINE]["lr"] == 1e-3
+    assert by[repro.TUNED_MLP]["paper"] is None and by[repro.TUNED_MLP]["lr"] in (0.03, 0.01)
+    assert by["HeterPoisson gcn"]["paper"] == repro.PAPER_TABLE2["twitch-de"]["gcn"][8]
+    assert len({r["majority"] for r in rows}) == 1 and 50 <= rows[0]["majority"] <= 100
+    md = (tmp_path / "heterpoisson.md").read_text()
+    assert "majority" in md and "d-32-32-32-C" in md and "as many tries as HeterPoisson" in md
+    assert "11" not in json.dumps(json.loads((tmp_path / "heterpoisson.json").read_text())["command"])

@@ -338,6 +338,43 @@ def test_expected_edges_matches_the_output():
         assert abs(false - e["false"]) < 4 * math.sqrt(e["false"]) + 5, (type(T).__name__, false, e)
 
 
+@pytest.mark.parametrize("rule", ["and", "or"])
+def test_expected_edges_counts_the_server_graph_of_the_and_or_rules(rule):
+    """Under symmetrize="and" / "or" the counts are those of the server graph (both directions):
+    a true edge survives with p^2 q_i q_j ("and"), so the threshold halves."""
+    from ldpfast.transforms import expected_edges
+
+    d = _graph(300, 900, seed=4)
+    csr = to_csr(d.edge_index, d.num_nodes)
+    true = set(map(tuple, d.edge_index.t().tolist()))
+    for T in (DPRR(4.0, seed=5, symmetrize=rule), RREdges(3.0, seed=5, symmetrize=rule)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoisyGraphWarning)
+            out = T(d)
+        kept = sum((i, j) in true for i, j in out.edge_index.t().tolist())
+        e = expected_edges(csr, T.last_result)
+        assert abs(kept - e["true_kept"]) < 4 * math.sqrt(e["true_kept"]) + 5, (rule, type(T).__name__, kept, e)
+        false = out.edge_index.size(1) - kept
+        assert abs(false - e["false"]) < 4 * math.sqrt(e["false"]) + 5, (rule, type(T).__name__, false, e)
+    non, edges = 300 * 299 - csr.nnz, csr.nnz
+    lists = math.log(non / edges)
+    if rule == "and":
+        assert e["threshold"] == pytest.approx(lists / 2)
+    else:  # "or" adds false edges from both lists: a higher threshold, where the rates balance
+        assert e["threshold"] > lists
+        x = 1 / (1 + math.exp(e["threshold"]))
+        assert (1 - x * x) * edges == pytest.approx((2 * x - x * x) * non)
+
+
+def test_rr_and_rule_warns_only_below_its_own_threshold():
+    d = _graph(200, 300)  # ln(196/3) = 4.2 for the lists, about 2.1 for the "and" rule
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoisyGraphWarning)
+        RREdges(3.0, seed=1, symmetrize="and")(d)  # the lists are mostly false, the server graph is not
+    with pytest.warns(NoisyGraphWarning, match=r"symmetrize='and'.*only for eps > 2\.[0-9]"):
+        RREdges(1.5, seed=1, symmetrize="and")(d)
+
+
 def test_edge_transforms_warn_when_they_drop_edge_attributes():
     d = _graph()
     d.edge_attr = torch.rand(d.edge_index.size(1), 2)

@@ -150,20 +150,30 @@ def expected_edges(csr: CSR, res, reported=None) -> dict:
     """Expected composition of an edge mechanism's noisy lists: true edges kept and false
     edges added, and the budget above which true edges outnumber false ones on this graph.
 
-    Computed from the input's degrees and the mechanism's law (no pass over the output).
+    Computed from the input's graph and the mechanism's law (no pass over the output).
     DPRR: user ``i`` keeps each true edge with probability ``p q_i`` and adds each non-edge
     with ``(1 - p) q_i``, so false outnumber true edges while ``eps2 < ln(sum q_i (n-1-d_i) /
     sum q_i d_i)``; RR: the same with ``q_i = 1`` (``eps < ln(non-edges / edges)``); LocalLap:
     the ``T`` largest Laplace-noised upper entries, with the top-``T`` threshold of the
     continuous law (``eps2 < ln(non-edges / edges)`` with ``T`` = the number of edges).
 
+    With the server rule ``symmetrize="and"`` (an edge iff both endpoints reported it) the
+    counts are those of the server graph: a true edge survives with ``p^2 q_i q_j``, a false
+    one with ``(1-p)^2 q_i q_j``, so the threshold halves to ``ln(non-edges / edges) / 2``
+    (RR on Cora: 3.2 instead of 6.5).  With ``"or"`` both rates grow and the threshold rises
+    (``ln(x^-1 - 1)``, ``x`` the root of ``(1 - x^2) = R (2x - x^2)``, ``R`` = non-edges /
+    edges).  ``"lower"`` / ``"upper"`` decide every pair by one user's bit: the ratio of the
+    lists.
+
     Returns
     -------
     dict
         ``true_kept``, ``false``, ``budget`` (the name of the budget the threshold is for:
         ``"eps"`` or ``"eps2"``), ``value`` (its value now) and ``threshold``.  Counts are
-        entries of the noisy lists (directed) for DPRR and RR, undirected edges for
-        LocalLap.  Public users (``reported``: bool array of the private ones) are left out.
+        entries of the noisy lists (directed) for DPRR and RR, of the server graph (both
+        directions) under ``"and"`` / ``"or"``, undirected edges for LocalLap.  Public users
+        (``reported``: bool array of the private ones) are left out of the lists' counts and
+        count as reporting their true list under ``"and"`` / ``"or"``.
     """
     n, mech = csr.num_nodes, res.spent.mechanism
     prm = res.spent.params
@@ -186,8 +196,58 @@ def expected_edges(csr: CSR, res, reported=None) -> dict:
         q, d = q[keep], d[keep]
     edges, non = float((q * d).sum()), float((q * (n - 1 - d)).sum())
     budget = "eps2" if mech == "dprr" else "eps"
-    return {"true_kept": p * edges, "false": pm * non, "budget": budget, "value": prm[budget],
-            "threshold": math.log(non / edges) if edges and non else -math.inf}
+    out = {"true_kept": p * edges, "false": pm * non, "budget": budget, "value": prm[budget],
+           "threshold": math.log(non / edges) if edges and non else -math.inf}
+    rule = getattr(res, "symmetrize", "none")
+    if rule in ("and", "or") and edges and non:
+        out.update(_pair_rule_counts(csr, res, reported, p, pm, rule))
+        r = non / edges
+        out["threshold"] = 0.5 * math.log(r) if rule == "and" else _or_threshold(r)
+    return out
+
+
+def _pair_rule_counts(csr: CSR, res, reported, p: float, pm: float, rule: str) -> dict:
+    """:func:`pair_rule_counts` of a mechanism's result: user ``i`` reports a true edge with
+    ``a_i = p q_i`` and a non-edge with ``b_i = (1 - p) q_i`` (a public user: 1 and 0)."""
+    n = csr.num_nodes
+    q = torch.ones(n, dtype=torch.float64, device=csr.rowptr.device) if res.q is None else \
+        torch.nan_to_num(res.q.to(torch.float64), nan=0.0)
+    a, b = p * q, pm * q
+    if reported is not None:
+        pub = ~torch.as_tensor(reported, dtype=torch.bool).to(q.device)
+        a, b = torch.where(pub, torch.ones_like(a), a), torch.where(pub, torch.zeros_like(b), b)
+    return pair_rule_counts(csr, a, b, rule)
+
+
+def pair_rule_counts(csr: CSR, a: torch.Tensor, b: torch.Tensor, rule: str) -> dict:
+    """Expected directed entries of the server graph ``A~ AND A~^T`` (``rule="and"``) or
+    ``A~ OR A~^T`` (``"or"``) when user ``i`` reports each true edge with probability ``a[i]``
+    and each non-edge with ``b[i]``, independently of the other endpoint's report.
+
+    ``csr``: the true undirected graph (both directions stored); ``a``, ``b``: float64
+    ``(n,)``.  Returns ``{"true_kept", "false"}`` (both directions counted).  O(|E| + n).
+    """
+    n = csr.num_nodes
+    d = csr.degrees().to(a.device)
+    rows = torch.repeat_interleave(torch.arange(n, device=a.device), d)
+    cols = csr.col.to(a.device).long()
+    ai, aj, bi, bj = a[rows], a[cols], b[rows], b[cols]
+    b_non = float(b.sum()) ** 2 - float((b * b).sum()) - float((bi * bj).sum())  # sum of b_i b_j over non-edges
+    if rule == "and":
+        return {"true_kept": float((ai * aj).sum()), "false": b_non}
+    if rule != "or":
+        raise ValueError(f"rule: expected 'and' or 'or', got {rule!r}")
+    either = 2.0 * (n - 1) * float(b.sum()) - 2.0 * float((d.to(b.dtype) * b).sum())  # sum of b_i + b_j over non-edges
+    return {"true_kept": float((ai + aj - ai * aj).sum()), "false": either - b_non}
+
+
+def _or_threshold(r: float) -> float:
+    """The budget at which RR with the "or" rule keeps as many true edges as it adds false ones,
+    ``r`` = non-edges / edges: ``x = 1 - p`` solves ``1 - x^2 = r (2x - x^2)``."""
+    if r <= 1.0:
+        return -math.inf
+    x = (r - math.sqrt(r * r - r + 1.0)) / (r - 1.0)
+    return math.log((1.0 - x) / x)
 
 
 def _warn_if_mostly_noise(name: str, csr: CSR, res, reported) -> None:
@@ -197,13 +257,18 @@ def _warn_if_mostly_noise(name: str, csr: CSR, res, reported) -> None:
     if e["false"] <= e["true_kept"]:
         return
     warnings.warn(
-        f"{name}: the noisy graph is mostly false edges: about {e['false']:.4g} false edges against "
+        f"{name}: the noisy graph{_rule_words(res)} is mostly false edges: about {e['false']:.4g} false edges against "
         f"{e['true_kept']:.4g} true edges kept (expected values). For this graph's density "
         f"({csr.nnz / max(csr.num_nodes, 1):.3g} neighbours per node of {csr.num_nodes - 1} possible) true edges "
         f"outnumber false ones only for {e['budget']} > {e['threshold']:.3g} (now {e['budget']} = "
         f"{e['value']:.3g}). A GNN on this graph learns mostly from noise. (Silence with "
         f"warnings.filterwarnings('ignore', category=ldpfast.transforms.NoisyGraphWarning).)",
         NoisyGraphWarning, stacklevel=5)
+
+
+def _rule_words(res) -> str:
+    rule = getattr(res, "symmetrize", "none")
+    return f" (server rule symmetrize={rule!r})" if rule in ("and", "or") else ""
 
 
 def _empty_rows(g: CSR, rows: torch.Tensor) -> CSR:
