@@ -189,8 +189,9 @@ def test_recipes_page_code_runs(one_thread, capsys):
     for code in blocks:
         exec(compile(code, str(DOCS / "recipes.md"), "exec"), {"__name__": "__recipes__"})  # noqa: S102
     out = capsys.readouterr().out
-    acc = float(re.search(r"test accuracy (0\.\d+)", out).group(1))
-    assert acc > 0.6, out  # measured 0.79 (Cora, eps 1 / 3 / 8)
+    accs = [float(a) for a in re.findall(r"test accuracy (0\.\d+)", out)]
+    assert len(accs) == len(blocks) == 2, out  # the one call and the T.Compose training loop
+    assert min(accs) > 0.6, out  # measured 0.82 (one call, eps 1 / 3 / 6) and 0.79 (T.Compose, eps 1 / 3 / 8)
     assert "node-ldp eps 4" in out and "edge-ldp eps 8" in out
 
 
