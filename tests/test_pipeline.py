@@ -220,3 +220,31 @@ def test_collapse_risks_match_the_measured_table():
     assert set(collapse_risks(cora, 0.5, 8.0)) == {"labels"}
     assert collapse_risks(cora, 1.0, 8.0) == {}
     assert collapse_risks(cora, 3.0, math.inf) == {}
+
+
+def test_auto_k_candidates_see_the_same_reports(monkeypatch, one_thread):
+    """k="auto" is post-processing only if every candidate trains on the very same feature and
+    label reports (and the edges are drawn once): a candidate that drew its own reports would be
+    a fresh release, and the selection would spend len(K_GRID) times the budget."""
+    import ldpfast.mechanisms as mech_mod  # lpgnn.fit imports them from here at each call
+
+    seen = {"x": [], "y": []}
+    enc, rr = mech_mod.multibit_encode, mech_mod.rr_labels
+
+    def spy_enc(*a, **kw):
+        out = enc(*a, **kw)
+        seen["x"].append(out[0].clone())
+        return out
+
+    def spy_rr(*a, **kw):
+        out = rr(*a, **kw)
+        seen["y"].append(out[0].clone())
+        return out
+
+    monkeypatch.setattr(mech_mod, "multibit_encode", spy_enc)
+    monkeypatch.setattr(mech_mod, "rr_labels", spy_rr)
+    rep = private_pipeline(_planted(), 1.0, 3.0, 6.0, epochs=3, patience=3, seed=SECRET)
+    assert len(rep.candidates) == len(K_GRID) == len(seen["x"]) == len(seen["y"])
+    assert all(torch.equal(seen["x"][0], t) for t in seen["x"][1:])
+    assert all(torch.equal(seen["y"][0], t) for t in seen["y"][1:])
+    assert rep.spent == {"features": 1.0, "labels": 3.0, "edges": 6.0}  # charged once, not per candidate
