@@ -63,3 +63,13 @@ def threads():
 
     yield set_
     C.set_num_threads(0)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch intra-op thread for the test (training runs whose results are compared or
+    bounded), restored afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

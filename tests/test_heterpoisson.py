@@ -574,14 +574,6 @@ def test_dp_optimizer_validation():
 
 
 # --------------------------------------------------------------------------- pipeline
-@pytest.fixture
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def planted_graph(n=800, seed=0, d=16, classes=2, p_in=0.02, p_out=0.002):
     """Two-block SBM with class-informative features (the pipeline should learn it)."""
     g = torch.Generator().manual_seed(seed)
@@ -597,7 +589,7 @@ def planted_graph(n=800, seed=0, d=16, classes=2, p_in=0.02, p_out=0.002):
 
 
 @pytest.mark.parametrize("setting,model", [("transductive", "gcn"), ("inductive", "gcn"), ("transductive", "gat")])
-def test_fit_smoke(setting, model, one_torch_thread):
+def test_fit_smoke(setting, model, one_thread):
     from ldpfast.methods.heterpoisson import fit
 
     data = planted_graph()
@@ -614,7 +606,7 @@ def test_fit_smoke(setting, model, one_torch_thread):
     assert d["privacy"]["eps"] == rep.eps
 
 
-def test_fit_naive_baseline_and_sigma_override(one_torch_thread):
+def test_fit_naive_baseline_and_sigma_override(one_thread):
     from ldpfast.methods.heterpoisson import fit
 
     data = planted_graph(seed=1)
@@ -646,7 +638,7 @@ def test_fit_validation():
 
 
 # --------------------------------------------------------------------------- audit
-def test_audit_stays_below_accountant(one_torch_thread):
+def test_audit_stays_below_accountant(one_thread):
     """Algorithm 4 with real training steps (per-step observations) and the whole-mechanism
     canary test (20000 runs): every empirical eps lower bound (95% confidence) is below the
     accountant's eps.  The probability that a correct implementation fails this is at most
@@ -714,7 +706,7 @@ def test_inference_shared_scan_body_and_long_row_path_equal_numba():
 
 
 # --------------------------------------------------------------------------- the two baselines (issue 39)
-def test_paper_baseline_uses_the_authors_settings(one_torch_thread):
+def test_paper_baseline_uses_the_authors_settings(one_thread):
     """fit_paper_baseline: MLP d-32-32-32-C, T = 5 epochs of ceil(n_train / 2048) steps, the
     Poisson-subsampled Gaussian accountant at q = 2048 / n_train, delta = 1 / n_train^1.1."""
     from ldpfast.methods.heterpoisson import (
@@ -742,7 +734,7 @@ def test_paper_baseline_uses_the_authors_settings(one_torch_thread):
     assert long.accuracy > 0.9, long.accuracy
 
 
-def test_reproduce_reports_both_baselines_beside_heterpoisson(tmp_path, monkeypatch, one_torch_thread):
+def test_reproduce_reports_both_baselines_beside_heterpoisson(tmp_path, monkeypatch, one_thread):
     """ldpfast reproduce heterpoisson: per cell the HeterPoisson rows, the tuned DP MLP (as many
     tries as HeterPoisson has M values) and the paper's-settings MLP compared with the paper's
     baseline numbers, with the majority-class share."""

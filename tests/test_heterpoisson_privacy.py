@@ -357,14 +357,6 @@ def spy_sampler(monkeypatch):
     return made
 
 
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_inductive_fit_samples_with_whole_graph_out_degrees(spy_sampler, one_thread):
     from ldpfast.methods.heterpoisson import fit, split_nodes
 

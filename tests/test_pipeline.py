@@ -30,14 +30,6 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 SECRET = 0x5EC2E7_99
 
 
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _planted(n=240, c=3, seed=0):
     """Small homophilous graph (planted classes, features tied to the class)."""
     g = torch.Generator().manual_seed(seed)
