@@ -104,7 +104,7 @@ def test_cli_help_is_plain_text_and_each_subcommands_own(capsys):
     assert "``" not in out and ":mod:" not in out
     with pytest.raises(SystemExit) as e:
         main(["reproduce", "--help"])  # no method: the generic help
-    assert e.value.code == 0 and "{rgnn,lpgnn,dprr,heterpoisson}" in capsys.readouterr().out
+    assert e.value.code == 0 and "{rgnn,lpgnn,dprr,heterpoisson,pipeline}" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(["demo", "--bogus"])
     assert e.value.code == 2 and "--bogus" in capsys.readouterr().err
