@@ -337,6 +337,53 @@ def test_keyed_edge_sampler_cpp_equals_numba_and_thread_count(cora):
             assert torch.equal(a.rowptr, o.rowptr) and torch.equal(a.col.long(), o.col.long())
 
 
+def test_keyed_sampler_one_pass_equals_count_and_fill():
+    """C++ keyed_rr_rows (one pass, a buffer per thread) gives keyed_rr's count + fill bits and
+    the Numba twin's, for both modes, public rows, a shard's rows (row0), any thread count, and
+    no rows at all."""
+    rng = np.random.default_rng(3)
+    n, S = 3000, 3500
+    deg = rng.integers(0, 40, n)
+    rows = [np.unique(rng.integers(0, n, d)) for d in deg]
+    rows = [r[r != i] for i, r in enumerate(rows)]
+    rp = np.zeros(n + 1, np.int64)
+    rp[1:] = np.cumsum([len(r) for r in rows])
+    col = np.concatenate(rows).astype(np.int64)
+    keys = rng.permutation(S)[:n].astype(np.int64)
+    table = np.full(S, -1, np.int64)
+    table[keys] = np.arange(n)
+    seeds = rng.integers(0, 2**63, n, dtype=np.int64).view(np.uint64)
+    pt = rng.uniform(0.5, 1.0, n)
+    pub = (rng.random(n) < 0.05).astype(np.uint8)
+    for mode, pf, pm in ((1, rng.uniform(0, 0.02, n), 0.3), (1, np.full(n, 2.0**-20), 0.4),
+                         (0, rng.uniform(0, 0.01, n), 0.0)):
+        for b, e, pb in ((0, n, None), (0, n, pub), (1000, 2300, None)):
+            args = (rp[b:e + 1] - rp[b], col[rp[b]:rp[e]], keys, table, seeds[b:e], 7, 8, mode, pt[b:e], pf[b:e],
+                    pm, None if pb is None else pb[b:e])
+            want = []
+            for K in (C, NB):
+                orp = np.zeros(e - b + 1, np.int64)
+                K.keyed_rr(*args, orp, None, b)
+                np.cumsum(orp, out=orp)
+                oc = np.empty(orp[-1], np.int64)
+                K.keyed_rr(*args, orp, oc, b)
+                want.append((orp, oc))
+            assert np.array_equal(want[0][0], want[1][0]) and np.array_equal(want[0][1], want[1][1])
+            assert want[0][0][-1] > 0
+            old = _backend.get_num_threads()
+            try:
+                for t in (1, 2, 3):
+                    _backend.set_num_threads(t)
+                    orp = np.full(e - b + 1, 7, np.int64)
+                    oc = C.keyed_rr_rows(*args, orp, b)
+                    assert np.array_equal(orp, want[0][0]) and np.array_equal(oc, want[0][1]), (mode, b, t)
+            finally:
+                _backend.set_num_threads(old)
+    orp = np.full(1, 5, np.int64)
+    oc = C.keyed_rr_rows(rp[:1], col[:0], keys, table, seeds[:0], 7, 8, 1, pt[:0], pt[:0], 0.3, None, orp, 0)
+    assert orp.tolist() == [0] and oc.shape == (0,) and oc.dtype == np.int64
+
+
 @pytest.mark.parametrize("q", [1.0, 0.7, 0.5, 0.31, 0.0123, 3e-4])
 def test_keyed_dprr_bits_have_the_papers_law(q):
     """Bit-by-bit RR then sampling (paper eq. 7): P[output] = p q on a true edge and (1 - p) q

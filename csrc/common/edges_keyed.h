@@ -128,36 +128,66 @@ LDP_HD void field_hits(const KeyedArgs<K>& A, int64_t i, int f, Push&& push) {
 }
 
 // Mode 1's level f of row i with gp = geom_params(level_rate(f, pm)), which is the same for every
-// row (the CUDA build computes the levels' parameters once per thread block): field_hits' hits.
+// row (the launchers compute the 49 levels' parameters once: per call on the CPU, per thread
+// block on CUDA): field_hits' hits.  gp.kind == 1 exactly when the rate is not > 0 (geom_params),
+// which is skip_field's test without re-deriving the rate.
 template <class K, class Push>
 LDP_HD void level_hits(const KeyedArgs<K>& A, int64_t i, int f, const GeomParams& gp, Push&& push) {
-    if (!(level_rate(f, A.pm) > 0.0) || A.S <= 0) return;
+    if (gp.kind == 1 || A.S <= 0) return;
     CellRng g(A.seeds[i], A.st_f, 0, (uint32_t)f);
     skip_walk(g, gp, A.S, [&](int64_t k) { push(k, f); });
 }
 
+// The levels' parameters level_gp[L] = geom_params(level_rate(L, pm)), L = 0..L_TOP.
+LDP_HD void level_params(double pm, GeomParams* level_gp) {
+    for (int L = 0; L <= L_TOP; ++L) level_gp[L] = geom_params(level_rate(L, pm));
+}
+
 // The false-edge fields of row i: push(k, level) for each hit (mode 0: level 0; mode 1: the
 // level of each field, positions possibly repeated across levels; the launcher dedups).
+// level_gp: mode 1's level_params (unused in mode 0).
 template <class K, class Push>
-LDP_HD void false_hits(const KeyedArgs<K>& A, int64_t i, Push&& push) {
-    const int top = A.mode == 0 ? 0 : L_TOP, low = lowest_field(A, i);
-    for (int f = top; f >= low; --f) field_hits(A, i, f, push);
+LDP_HD void false_hits(const KeyedArgs<K>& A, int64_t i, const GeomParams* level_gp, Push&& push) {
+    if (A.mode == 0) {
+        field_hits(A, i, 0, push);
+        return;
+    }
+    for (int f = L_TOP, low = lowest_field(A, i); f >= low; --f) level_hits(A, i, f, level_gp[f], push);
+}
+
+// Mode 1's band test of row i: q's level Lt and the band's Bernoulli probability (a function of
+// pf[i] alone, so a launcher may make it once per row rather than once per hit).
+struct Band {
+    int Lt;
+    double prob;
+};
+
+template <class K>
+LDP_HD Band band_of(const KeyedArgs<K>& A, int64_t i) {
+    const double q = A.pf[i];
+    Band b;
+    b.Lt = level_of(q);
+    double scale = 1.0;  // 2^(Lt + 1), or 2^L_TOP at the top band: exact
+    for (int t = 0; t < (b.Lt < L_TOP ? b.Lt + 1 : L_TOP); ++t) scale *= 2.0;
+    b.prob = b.Lt < L_TOP ? q * scale - 1.0 : q * scale;
+    return b;
 }
 
 // Whether a hit at key position k with top level Lmax is an output of row i (the candidate
-// j = row_of_key[k] is present, not i and not a neighbour: checked by the caller).
+// j = row_of_key[k] is present, not i and not a neighbour: checked by the caller); band =
+// band_of(A, i) (mode 1).
+template <class K>
+LDP_HD bool false_keep(const KeyedArgs<K>& A, int64_t i, int64_t k, int Lmax, const Band& band) {
+    if (A.mode == 0) return true;
+    if (Lmax > band.Lt) return true;
+    if (!(band.prob > 0.0)) return false;
+    CellRng c(A.seeds[i], A.st_f, (uint64_t)k, BAND_COL);
+    return bernoulli_words(c, band.prob);
+}
+
 template <class K>
 LDP_HD bool false_keep(const KeyedArgs<K>& A, int64_t i, int64_t k, int Lmax) {
-    if (A.mode == 0) return true;
-    const double q = A.pf[i];
-    const int Lt = level_of(q);
-    if (Lmax > Lt) return true;
-    double scale = 1.0;  // 2^(Lt + 1), or 2^L_TOP at the top band: exact
-    for (int t = 0; t < (Lt < L_TOP ? Lt + 1 : L_TOP); ++t) scale *= 2.0;
-    const double prob = Lt < L_TOP ? q * scale - 1.0 : q * scale;
-    if (!(prob > 0.0)) return false;
-    CellRng c(A.seeds[i], A.st_f, (uint64_t)k, BAND_COL);
-    return bernoulli_words(c, prob);
+    return A.mode == 0 || false_keep(A, i, k, Lmax, band_of(A, i));
 }
 
 // Sorted-array membership (the neighbour list is sorted by row).

@@ -77,7 +77,7 @@ def sample_rows(rp: np.ndarray, col: np.ndarray, keys: np.ndarray, table: np.nda
                 row0: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The keyed sampler on rows ``[row0, row0 + m)`` of a graph (``rp`` local, ``col`` global
     ids, ``keys`` every user's key, ``table`` from :func:`key_table`; ``coins``, ``p_true``,
-    ``p_false``, ``pub`` per local row): count, prefix sum, fill.  Returns (rowptr, int64 col).
+    ``p_false``, ``pub`` per local row): count, prefix sum, fill (C++: in one pass).  Returns (rowptr, int64 col).
     Device tensors (the CUDA path: coins an int64 tensor of the seeds' bits) go to the CUDA
     sampler, which gives the same bits (``ldpfast/_cuda/edges_keyed.py``)."""
     if on_device(rp):
@@ -91,6 +91,8 @@ def sample_rows(rp: np.ndarray, col: np.ndarray, keys: np.ndarray, table: np.nda
     pf = np.ascontiguousarray(p_false, np.float64)
     pb = None if pub is None or not np.asarray(pub).size else np.ascontiguousarray(pub, np.uint8)
     orp = np.zeros(m + 1, np.int64)
+    if hasattr(k, "keyed_rr_rows"):  # C++: count and fill in one pass, the same bits
+        return orp, k.keyed_rr_rows(rp, col, keys, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, row0)
     k.keyed_rr(rp, col, keys, table, coins, st_t, st_f, mode, pt, pf, float(pm), pb, orp, None, row0)
     np.cumsum(orp, out=orp)
     ocol = np.empty(int(orp[m]), np.int64)
