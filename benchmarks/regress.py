@@ -476,6 +476,11 @@ def build_rev(rev: str, keep: str | None) -> tuple[Path, bool]:
             raise SystemExit(f"--keep {wt}: exists and is not a built worktree of {sha[:10]}; remove it first")
     else:
         wt = Path(tempfile.mkdtemp(prefix=f"ldpfast-regress-{sha[:10]}-")) / "tree"
+    try:  # setup.py imports it; `pip install -e .` builds in an isolated environment, so the venv may lack it
+        import pybind11  # noqa: F401
+    except ImportError:
+        raise SystemExit("[regress] --against builds REV with setup.py, which needs pybind11 in this environment: "
+                         "pip install 'pybind11>=2.11' (it is in the [test] extra)") from None
     git("worktree", "add", "--detach", str(wt), sha)
     print(f"[regress] building {rev} ({sha[:10]}) in {wt} (setup.py build_ext --inplace) ...", flush=True)
     t0 = time.perf_counter()
