@@ -288,7 +288,6 @@ class SubgraphGradSampleModule(torch.nn.Module):
         self._inputs: tuple | None = None  # (x, edge_index) of the last training forward
         self._out_rec: _Rec | None = None  # the gradient at the model's output
         self._terms_cache: list | None = None
-        self._fast_cache: list | None = None  # the fast terms alone (streamed clipping)
         # a training forward through the wrapper since the last release (clip_and_accumulate)
         self._pending = False
         # the first parameterised module that ran a training forward with autograd outside the
@@ -416,7 +415,6 @@ class SubgraphGradSampleModule(torch.nn.Module):
             self.independence_checks += 1
         self._recs = []
         self._terms_cache = None
-        self._fast_cache = None
         self._seg = seg
         self._size_bins = bins
         self._num_subgraphs = int(num_subgraphs)
@@ -441,7 +439,6 @@ class SubgraphGradSampleModule(torch.nn.Module):
         noise added to a zero sum (:meth:`DPOptimizer.noise_only_step` calls this)."""
         self._recs = []
         self._terms_cache = None
-        self._fast_cache = None
         self._out_rec = None
         self._inputs = None
         self._num_subgraphs = 0
@@ -506,25 +503,6 @@ class SubgraphGradSampleModule(torch.nn.Module):
             return self._terms_cache
         if self._num_subgraphs == 0:  # an empty batch (zero-row gradients, if any): the clipped sum is 0
             return []
-        out = list(self._fast_terms())
-        gen = self._general_params()
-        g_out = None if self._out_rec is None else self._out_rec.g
-        if gen and g_out is not None:
-            x, edge_index = self._inputs
-            self._replaying = True
-            try:
-                dense = self._general_path.gradients(x, edge_index, self._seg, self._num_subgraphs, g_out, gen)
-            finally:
-                self._replaying = False
-            out += [(p, "dense", None, None, d.reshape(d.shape[0], -1)) for p, d in zip(gen, dense)]
-        self._terms_cache = out
-        return out
-
-    def _fast_terms(self) -> list[tuple]:
-        """The fast rules' ``(parameter, kind, seg, a, g)`` terms of the last batch (a parameter
-        whose rule does not fit moves to the general path here); cached until the next forward."""
-        if self._fast_cache is not None:
-            return self._fast_cache
         fast = []
         for r in self._recs:
             if r.g is None:
@@ -543,16 +521,26 @@ class SubgraphGradSampleModule(torch.nn.Module):
             self._move_to_general(mixed, "shared by layers with different rules")
         if self._coverage_pending and self._grad_before is not None:
             self._check_coverage([t for t in fast if id(t[0]) not in self._general_ids])
-        self._fast_cache = [t for t in fast if id(t[0]) not in self._general_ids]
-        return self._fast_cache
+        out = [t for t in fast if id(t[0]) not in self._general_ids]
+        gen = self._general_params()
+        g_out = None if self._out_rec is None else self._out_rec.g
+        if gen and g_out is not None:
+            x, edge_index = self._inputs
+            self._replaying = True
+            try:
+                dense = self._general_path.gradients(x, edge_index, self._seg, self._num_subgraphs, g_out, gen)
+            finally:
+                self._replaying = False
+            out += [(p, "dense", None, None, d.reshape(d.shape[0], -1)) for p, d in zip(gen, dense)]
+        self._terms_cache = out
+        return out
 
-    def param_sq_norms(self, terms: list | None = None) -> dict[torch.nn.Parameter, torch.Tensor]:
+    def param_sq_norms(self) -> dict[torch.nn.Parameter, torch.Tensor]:
         """Per-sub-graph squared L2 norm of each parameter's gradient (float64, ``(B,)``),
-        for the parameters that got a gradient from the last batch (of ``terms`` only, when
-        given)."""
+        for the parameters that got a gradient from the last batch."""
         B = self._num_subgraphs
         groups: dict[int, tuple] = {}  # the uses of each parameter: per-sub-graph gradients add up across uses
-        for t in (self._per_param_terms() if terms is None else terms):
+        for t in self._per_param_terms():
             groups.setdefault(id(t[0]), (t[0], t[1], []))[2].append(t)
         blocks: dict[int, _Blocks] = {}  # by segmentation: most weights share the batch's
         out = {}
@@ -616,55 +604,6 @@ class SubgraphGradSampleModule(torch.nn.Module):
             else:  # "index": rows of an embedding table
                 acc.index_add_(0, a, wg.to(p.dtype))
 
-    def _clip_streamed(self, C, per_param: bool, params: list, g_out: torch.Tensor):
-        """:meth:`clip_and_accumulate` when parameters take the general path and its way is
-        decided: their per-sub-graph gradients come in cache-sized chunks
-        (:meth:`.general.GeneralPath.stream`), and each chunk's norms, clipping factors and
-        clipped sum are taken at once, so no ``(B, numel)`` buffer is written.  Each chunk's
-        factors come from its rows' full norms (the fast terms' squared norms, known first,
-        plus the chunk's), by the same float operations as the returned norms: the same
-        factors, so every sub-graph's contribution is clipped to ``C``.  The gradient that is
-        clipped is the one whose norm was taken (the same re-run), also with dropout.  Fills
-        ``p.grad`` with the general parameters' part; returns ``(norms, factors, fast terms)``."""
-        fast = self._fast_terms()  # may move parameters to the general path: before listing them
-        gen = self._general_params()
-        B, dev = self._num_subgraphs, self._device()
-        col = {id(p): i for i, p in enumerate(params)}
-        fast_sq = torch.zeros(B, len(params), dtype=torch.float64, device=dev)
-        for p, sq in self.param_sq_norms(fast).items():
-            fast_sq[:, col[id(p)]] += sq
-        gcols = torch.tensor([col[id(p)] for p in gen], device=dev)
-        fast_tot = None if per_param else fast_sq.sum(1)
-        gen_sq = torch.zeros(B, len(gen), dtype=torch.float64, device=dev)
-        for p in params:
-            p.grad = torch.zeros_like(p)
-        margin = C * (1 - CLIP_MARGIN)
-        x, edge_index = self._inputs
-        self._replaying = True
-        try:
-            for ids, got in self._general_path.stream(x, edge_index, self._seg, B, g_out, gen):
-                flat = [None if g is None else g.reshape(g.shape[0], -1) for g in got]
-                sq = torch.stack([torch.zeros(len(ids), dtype=torch.float64, device=dev) if g is None
-                                  else torch.linalg.vector_norm(g, dim=1).double().pow(2) for g in flat], 1)
-                gen_sq[ids] = sq
-                if per_param:
-                    tot = fast_sq[ids].index_add(1, gcols, sq)
-                    fac = torch.clamp(margin / tot.sqrt().clamp_min(1e-300), max=1.0)[:, gcols]
-                else:
-                    tot = fast_tot[ids] + sq.sum(1)
-                    fac = torch.clamp(margin / tot.sqrt().clamp_min(1e-300), max=1.0).unsqueeze(1).expand(-1, len(gen))
-                for j, (p, g) in enumerate(zip(gen, flat)):
-                    if g is not None:
-                        p.grad += (fac[:, j].float().to(g.dtype) @ g).reshape(p.shape).to(p.dtype)
-        finally:
-            self._replaying = False
-        if per_param:
-            norms = fast_sq.index_add(1, gcols, gen_sq).sqrt()
-        else:
-            norms = (fast_tot + gen_sq.sum(1)).sqrt()
-        factors = torch.clamp(margin / norms.clamp_min(1e-300), max=1.0)
-        return norms, factors, fast
-
     def _check_coverage(self, terms) -> None:
         """First batch: the fast terms of every parameter must add up to the gradient the
         batch's backward gave it; a parameter whose terms do not (also used outside its
@@ -708,17 +647,12 @@ class SubgraphGradSampleModule(torch.nn.Module):
             C = torch.tensor(cs, dtype=torch.float64, device=self._device())
         else:
             C = check_eps("max_grad_norm", max_grad_norm)
-        g_out = None if self._out_rec is None else self._out_rec.g
-        if (self._terms_cache is None and self._num_subgraphs and g_out is not None
-                and self._general_path.streamable and self._general_params()):
-            norms, factors, terms = self._clip_streamed(C, per_param, params, g_out)
-        else:
-            norms = self.norms(per_parameter=per_param)
-            factors = torch.clamp(C * (1 - CLIP_MARGIN) / norms.clamp_min(1e-300), max=1.0)
-            for p in params:
-                p.grad = torch.zeros_like(p)
-            terms = self._per_param_terms()
+        norms = self.norms(per_parameter=per_param)
+        factors = torch.clamp(C * (1 - CLIP_MARGIN) / norms.clamp_min(1e-300), max=1.0)
+        for p in params:
+            p.grad = torch.zeros_like(p)
         into = {id(p): p.grad for p in params}
+        terms = self._per_param_terms()
         if per_param:  # each parameter's terms scaled by its own column of factors
             for i, p in enumerate(params):
                 self._accumulate([t for t in terms if t[0] is p], factors[:, i].float().contiguous(), into)
@@ -726,7 +660,6 @@ class SubgraphGradSampleModule(torch.nn.Module):
             self._accumulate(terms, factors.float(), into)
         self._recs = []
         self._terms_cache = None
-        self._fast_cache = None
         self._out_rec = None
         self._inputs = None
         self._pending = False

@@ -70,15 +70,6 @@ def _first(out):
 
 def _loop(model, x, layout, g_out, params, grads, subgraphs) -> None:
     """``grads[i][b]`` for ``b`` in ``subgraphs``: one forward and backward per sub-graph."""
-    for ids, got in _loop_chunks(model, x, layout, g_out, params, subgraphs):
-        for acc, gi in zip(grads, got):
-            if gi is not None:
-                acc[ids[0]] = gi[0]
-
-
-def _loop_chunks(model, x, layout, g_out, params, subgraphs):
-    """Yield ``([b], [g_b(p)[None] or None per parameter])`` for each sub-graph of ``subgraphs``
-    whose output reaches the parameters (None: ``p`` gets no gradient from it)."""
     order, offs, ei_local, eoffs = layout
     with torch.enable_grad():
         for b in subgraphs:
@@ -92,7 +83,9 @@ def _loop_chunks(model, x, layout, g_out, params, subgraphs):
                 raise ValueError(f"the general path needs node-level outputs: on a sub-graph of {nodes.numel()} "
                                  f"nodes the model returned {out.shape[0]} rows")
             gs = torch.autograd.grad(out, params, g_out[nodes].to(out.dtype), allow_unused=True)
-            yield [b], [None if gi is None else gi.unsqueeze(0) for gi in gs]
+            for acc, gi in zip(grads, gs):
+                if gi is not None:
+                    acc[b] = gi
 
 
 # ----------------------------------------------------------------------------- vmap-safe PyG pieces
@@ -188,19 +181,6 @@ class _Patched:
 
 def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
     """``grads`` of every sub-graph, one ``vmap`` per padded size bucket."""
-    for idt, got in _vmap_chunks(model, x, layout, g_out, names, params, B, chunk=None):
-        for acc, g in zip(grads, got):
-            acc[idt] = g.to(acc.dtype)
-
-
-#: Floats of per-sub-graph gradients one streamed vmap call may hold (16 MiB): the chunk stays
-#: in the cache while its norms and its clipped sum are taken (:meth:`GeneralPath.stream`).
-STREAM_FLOATS = 1 << 22
-
-
-def _vmap_chunks(model, x, layout, g_out, names, params, B, chunk: int | None):
-    """Yield ``(sub-graph ids tensor, [(k, *p.shape) gradients per parameter])``: one ``vmap``
-    per padded size bucket, or per ``chunk`` sub-graphs of a bucket."""
     from torch.func import functional_call, grad, vmap
 
     order, offs, ei_local, eoffs = layout
@@ -222,25 +202,23 @@ def _vmap_chunks(model, x, layout, g_out, names, params, B, chunk: int | None):
 
     step = vmap(grad(f), in_dims=(None, 0, 0, 0), randomness="different")
     with torch.enable_grad(), _Patched() as patch:
-        for P, all_ids in buckets.items():
-            k = len(all_ids) if chunk is None else max(1, chunk)
-            for c0 in range(0, len(all_ids), k):
-                ids = all_ids[c0:c0 + k]
-                idt = torch.tensor(ids, device=dev)
-                ar = torch.arange(P, device=dev)
-                pos = offs_t[idt].unsqueeze(1) + ar
-                rows = torch.where(ar < (offs_t[idt + 1] - offs_t[idt]).unsqueeze(1), order[pos.clamp(max=N - 1)],
-                                   torch.full_like(pos, N))  # N: the zero row
-                E = max(1, max(n_edges[b] for b in ids))
-                are = torch.arange(E, device=dev)
-                epos = eoffs_t[idt].unsqueeze(1) + are
-                ereal = are < (eoffs_t[idt + 1] - eoffs_t[idt]).unsqueeze(1)
-                eis = torch.full((len(ids), 2, E), P - 1, dtype=torch.long, device=dev)  # a spare node's self-loop
-                if E_all:
-                    eis = torch.where(ereal.unsqueeze(1), ei_local[:, epos.clamp(max=E_all - 1)].permute(1, 0, 2), eis)
-                patch.spare[0] = P - 1
-                got = step(fixed, xz[rows], eis, gz[rows])
-                yield idt, [got[n].detach() for n in names]
+        for P, ids in buckets.items():
+            idt = torch.tensor(ids, device=dev)
+            ar = torch.arange(P, device=dev)
+            pos = offs_t[idt].unsqueeze(1) + ar
+            rows = torch.where(ar < (offs_t[idt + 1] - offs_t[idt]).unsqueeze(1), order[pos.clamp(max=N - 1)],
+                               torch.full_like(pos, N))  # N: the zero row
+            E = max(1, max(n_edges[b] for b in ids))
+            are = torch.arange(E, device=dev)
+            epos = eoffs_t[idt].unsqueeze(1) + are
+            ereal = are < (eoffs_t[idt + 1] - eoffs_t[idt]).unsqueeze(1)
+            eis = torch.full((len(ids), 2, E), P - 1, dtype=torch.long, device=dev)  # a spare node's self-loop
+            if E_all:
+                eis = torch.where(ereal.unsqueeze(1), ei_local[:, epos.clamp(max=E_all - 1)].permute(1, 0, 2), eis)
+            patch.spare[0] = P - 1
+            got = step(fixed, xz[rows], eis, gz[rows])
+            for acc, n in zip(grads, names):
+                acc[idt] = got[n].detach().to(acc.dtype)
 
 
 class GeneralPath:
@@ -340,36 +318,6 @@ class GeneralPath:
                     self._keep_loop(f"the loop is faster for this model here ({t_l * 1e3:.3g} ms against "
                                     f"{t_v * 1e3:.3g} ms per sub-graph)")
         return grads
-
-    @property
-    def streamable(self) -> bool:
-        """Whether the way is decided (vmap or the loop), so :meth:`stream` may run."""
-        return self.mode in ("vmap", "loop") or self.state in ("vmap", "loop")
-
-    def stream(self, x, edge_index, seg, num_subgraphs, g_out, params):
-        """The per-sub-graph gradients of :meth:`gradients`, in chunks, without a ``(B, ...)``
-        buffer: yields ``(ids, grads)``, ``ids`` a tensor of sub-graph ids and ``grads`` one
-        ``(len(ids), *p.shape)`` tensor (or None: no gradient) per parameter.  A vmap chunk
-        holds at most about :data:`STREAM_FLOATS` floats, so a consumer that takes its norms
-        and its clipped sum at once reads it from the cache.  Only once the way is decided
-        (:attr:`streamable`)."""
-        if not self.streamable:
-            raise RuntimeError("GeneralPath.stream: the way (vmap or loop) is not decided yet; call gradients()")
-        B, N = int(num_subgraphs), seg.numel()
-        if B == 0 or not params:
-            return
-        if g_out.shape[0] != N:
-            raise ValueError(f"the general path needs node-level outputs (one row per batch node, {N}); the model "
-                             f"returned {g_out.shape[0]} rows")
-        layout = _layout(seg, edge_index, B)
-        way = self.mode if self.mode != "auto" else self.state
-        if way == "vmap":
-            names = [self.names[id(p)] for p in params]
-            chunk = max(1, STREAM_FLOATS // max(1, sum(p.numel() for p in params)))
-            yield from _vmap_chunks(self.model, x, layout, g_out, names, params, B, chunk)
-            return
-        for ids, got in _loop_chunks(self.model, x, layout, g_out, params, range(B)):
-            yield torch.tensor(ids, device=seg.device), got
 
     def _keep_loop(self, why: str) -> None:
         self.state, self.why_loop = "loop", why
