@@ -328,7 +328,7 @@ def _op_terms(model, x, edge_index, seg, g_out, params, check: bool):
     G = {id(o): (torch.zeros_like(o) if g is None else g.detach()) for o, g in zip(outs, got[:len(outs)])}
     terms = []
     for u in rec.uses:
-        kind, w, b, a, o = u
+        _, w, b, a, o = u
         g = G[id(o)]
         if w is not None and id(w) in {id(p) for p in mine}:
             terms.append((w, "outer", seg, a, g))
