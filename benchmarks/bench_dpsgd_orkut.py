@@ -38,7 +38,13 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
 
     import ldpfast
-    from benchmarks.harness import building, current_peak_rss_mib, current_rss_mib, load_average, write_report
+    from benchmarks.harness import (
+        building,
+        current_peak_rss_mib,
+        current_rss_mib,
+        load_average,
+        write_report,
+    )
     from ldpfast.datasets import orkut_like
     from ldpfast.methods.heterpoisson import build_model
     from ldpfast.privacy.dpsgd import DPOptimizer, SubgraphGradSampleModule, subgraph_loss
