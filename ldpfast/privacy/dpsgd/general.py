@@ -408,7 +408,7 @@ class GeneralPath:
 
     def terms(self, x, edge_index, seg, num_subgraphs, g_out, params) -> list[tuple]:
         """Per-sub-graph gradient terms of ``params``: ``(param, kind, seg, a, g)`` as
-        :func:`.grad_rules.terms` gives them (``"outer"``, ``"rows"``) for the parameters the
+        ``grad_rules.terms`` gives them (``"outer"``, ``"rows"``) for the parameters the
         op-level rules cover, then ``(param, "dense", None, None, (B, numel))`` from
         :meth:`gradients` for the others (module docstring)."""
         B = int(num_subgraphs)
