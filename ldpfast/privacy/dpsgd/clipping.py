@@ -26,7 +26,8 @@ checked to 1e-5 relative in the tests) and works on the sparse block-diagonal ba
 unmodified PyG layers.  The same per-row scheme covers the other layers with a *fast rule*
 (:mod:`.grad_rules`: GAT/GATv2 attention vectors, ChebConv/TAGConv, GIN's ``eps``,
 ``Embedding``, per-node norms' affine weights); every other trainable parameter takes the
-*general path* (:mod:`.general`: the model re-run on each sub-graph, by ``torch.func.vmap``
+*general path* (:mod:`.general`: op-level rules for ``F.linear`` and added biases from
+one re-run of the batch, else the model re-run on each sub-graph, by ``torch.func.vmap``
 over sub-graphs padded to a size bucket or by a loop), chosen per parameter when the model
 is wrapped (:func:`ldpfast.privacy.validate` shows the plan).  On the first step the fast
 terms of every parameter are checked to add up to its batch gradient; a parameter whose terms
@@ -497,8 +498,9 @@ class SubgraphGradSampleModule(torch.nn.Module):
 
     def _per_param_terms(self) -> list[tuple]:
         """``(parameter, kind, seg, a, g)`` per use of a parameter on the fast path
-        (:func:`.grad_rules.terms`), then one ``(parameter, "dense", None, None, (B, numel))``
-        per parameter on the general path (:mod:`.general`); cached until the next forward."""
+        (:func:`.grad_rules.terms`), then the general path's (:mod:`.general`): the same kinds
+        for the parameters its op-level rules cover, one ``(parameter, "dense", None, None,
+        (B, numel))`` for each other one; cached until the next forward."""
         if self._terms_cache is not None:
             return self._terms_cache
         if self._num_subgraphs == 0:  # an empty batch (zero-row gradients, if any): the clipped sum is 0
