@@ -25,7 +25,8 @@ terms as the fast rules: ``g_b(W) = G_b^T A_b`` (ghost norm, then book-keeping: 
 sum is one matmul) and ``g_b(bias) = sum_rows G_b``.  A parameter used by any other op (or
 only partly so) keeps the re-run per sub-graph below; on the first step the op terms of every
 parameter are also checked to add up to its gradient in the re-run, and one whose terms do
-not (a use the mode cannot see, e.g. through ``w.T``) moves to the re-run for good.  With
+not (a use the mode cannot see, e.g. in code run under ``torch._C.DisableTorchFunction()``)
+moves to the re-run for good (the same first-step policy as the fast rules' check).  With
 randomness (dropout) ``A`` and ``G`` come from one draw of the re-run, so the bound holds.
 
 The rest, per sub-graph.  Two ways to run it, chosen per model:
@@ -70,7 +71,7 @@ _META = frozenset({"shape", "dtype", "device", "requires_grad", "is_leaf", "ndim
                    "is_sparse", "is_cuda", "is_meta", "is_quantized", "data", "grad", "_grad", "_version"})
 _METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension", "stride", "is_contiguous", "data_ptr",
                       "element_size", "is_floating_point", "is_complex", "__len__", "__hash__", "__format__",
-                      "__repr__", "detach", "get_device", "type"})
+                      "__repr__", "detach", "get_device"})
 
 
 def _layout(seg: torch.Tensor, edge_index: torch.Tensor, B: int):
