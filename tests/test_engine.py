@@ -199,8 +199,8 @@ def test_plan_arguments_are_checked(cora):
         engine.make_private(net, sgd, cora, expected_batch_size=64, sample_rate=0.1, **base)
     with pytest.raises(ValueError, match="epochs, steps: give exactly one"):
         engine.make_private(net, sgd, cora, expected_batch_size=64, epochs=1, **base)
-    with pytest.raises(ValueError, match="M: required"):
-        engine.make_private(net, sgd, cora, expected_batch_size=64, sigma=1.0, steps=3)
+    with pytest.raises(ValueError, match="M: expected"):
+        engine.make_private(net, sgd, cora, expected_batch_size=64, sigma=1.0, steps=3, M=0.0)
     with pytest.raises(ValueError, match="optimizer: must hold exactly the model's trainable parameters"):
         engine.make_private(net, torch.optim.SGD(GCN().parameters(), lr=0.1), cora, expected_batch_size=64,
                             **base)
@@ -279,3 +279,22 @@ def test_a_whole_graph_is_refused_in_training_and_accepted_in_eval(cora):
     model.eval()
     with torch.no_grad():
         assert torch.equal(model(cora), net(cora.x, cora.edge_index))
+
+
+def test_default_M_is_the_measured_best(cora):
+    """Without M, sampling='heterpoisson' runs at DEFAULT_M = 1 (docs/dpsgd_utility.md): the
+    accountant gets it, and the calibrated sigma equals an explicit M=1's
+    (and differs from M=2's, so the check can fail)."""
+    from ldpfast.privacy.engine import DEFAULT_M
+
+    assert DEFAULT_M == 1.0
+    sig = {}
+    for M in (None, 1.0, 2.0):
+        net = GCN()
+        engine = NodeDPEngine()
+        kw = {} if M is None else {"M": M}
+        engine.make_private_with_epsilon(net, torch.optim.SGD(net.parameters(), lr=0.1), cora, target_epsilon=4.0,
+                                         target_delta=DELTA, steps=5, expected_batch_size=64, seed=1, **kw)
+        assert engine.accountant.M == (DEFAULT_M if M is None else M)
+        sig[M] = engine.optimizer.sigma
+    assert sig[None] == sig[1.0] != sig[2.0]

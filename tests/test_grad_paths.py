@@ -405,3 +405,107 @@ def test_terms_off_the_gradient_move_to_general(batch, monkeypatch):
     with pytest.warns(UserWarning, match="do not add up"):
         compare_existing(gsm, net, batch)
     assert sorted(gsm.general_parameters) == ["convs.0.att_dst", "convs.0.att_src"]
+
+
+# ----------------------------------------------------------------------------- op-level rules of the general path
+def compare_general(net, b, ops=True):
+    """grad_path='general': norms and the clipped sum (C = median norm) against the loop."""
+    torch.manual_seed(0)
+    gsm = SubgraphGradSampleModule(net, grad_path="general")
+    gsm._general_path.ops = ops
+    for p in net.parameters():
+        p.grad = None
+    subgraph_loss(gsm(b), b).backward()
+    g = per_subgraph_gradients_loop(net, b).double()
+    ref = g.norm(dim=1)
+    norms = gsm.norms()
+    assert torch.allclose(norms, ref, rtol=1e-5, atol=1e-9), float(((norms - ref).abs() / ref).max())
+    subgraph_loss(gsm(b), b).backward()
+    stats = gsm.clip_and_accumulate(float(ref.median()))
+    assert 0.2 < stats.clipped_fraction < 0.8
+    want = (stats.factors.unsqueeze(1) * g).sum(0)
+    assert float((flat_grad(net).double() - want).norm() / want.norm()) < 1e-5
+    return gsm
+
+
+def test_general_op_rules_cover_linear_maps(batch):
+    """On the general path, F.linear on node rows (GCN's, SAGE's and GAT's lin, the head) and
+    added biases take the op-level rules (ghost norms from one re-run of the batch, no
+    per-sub-graph gradient stored); GAT's attention vectors are re-run per sub-graph; all
+    exact against the loop."""
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+
+    torch.manual_seed(13)
+    net = Stack([GCNConv(D_IN, HID), SAGEConv(HID, HID), GATConv(HID, HID, heads=2)], d_out=2 * HID)
+    gsm = compare_general(net, batch)
+    ops = set(gsm._general_path.op_parameters)
+    assert ops == {"convs.0.lin.weight", "convs.0.bias", "convs.1.lin_l.weight", "convs.1.lin_l.bias",
+                   "convs.1.lin_r.weight", "convs.2.lin.weight", "convs.2.bias", "head.weight", "head.bias"}
+    terms = gsm._general_path.terms(batch.x, batch.edge_index, batch.batch, batch.num_subgraphs,
+                                    torch.randn(batch.num_nodes, N_CLS), [p for p in net.parameters()])
+    dense = {id(t[0]) for t in terms if t[1] == "dense"}
+    assert dense == {id(net.convs[2].att_src), id(net.convs[2].att_dst)}
+    compare_general(net, batch, ops=False)  # everything re-run per sub-graph: the same numbers
+
+
+class HiddenUse(torch.nn.Module):
+    """A Linear's weight also used through ``w.T`` (seen by the op rules: not theirs), and the
+    head's weight also used where no TorchFunctionMode sees it (as compiled or C++ code would)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(D_IN, D_IN)
+        self.head = torch.nn.Linear(D_IN, N_CLS)
+
+    def forward(self, x, edge_index):
+        h = torch.tanh(self.lin(x)) + 0.3 * torch.tanh(x @ self.lin.weight.T)
+        with torch._C.DisableTorchFunction():
+            hidden = torch.tanh(x[:, :N_CLS] @ self.head.weight[:, :N_CLS].T)
+        return self.head(h) + hidden
+
+
+def test_general_op_rules_check_their_terms(batch, monkeypatch):
+    """``lin.weight`` (also used through ``w.T``) and ``head.weight`` (also used unseen) are
+    re-run per sub-graph: the first by the mode, the second by the first-step check that the
+    op terms add up to the gradient; exact.  Negative control: without the check the
+    comparison with the loop fails."""
+    from ldpfast.privacy.dpsgd import general
+
+    torch.manual_seed(14)
+    net = HiddenUse()
+    gsm = compare_general(net, batch)
+    assert sorted(gsm._general_path.op_parameters) == ["head.bias", "lin.bias"]
+    real = general._op_terms
+    monkeypatch.setattr(general, "_op_terms", lambda *a: real(*a[:-1], False))
+    torch.manual_seed(14)
+    with pytest.raises(AssertionError):
+        compare_general(HiddenUse(), batch)
+
+
+def test_general_op_rules_bound_with_dropout(batch):
+    """Dropout: the op terms come from one draw of the re-run, so every clipped per-sub-graph
+    gradient still has norm <= C (the clipped sum of one sub-graph is its clipped gradient)."""
+    torch.manual_seed(15)
+    net = torch.nn.Sequential(torch.nn.Linear(D_IN, HID), torch.nn.Dropout(0.5), torch.nn.Linear(HID, N_CLS))
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, edge_index):
+            return self.net(x)
+
+    model = Wrap()
+    gsm = SubgraphGradSampleModule(model, grad_path="general")
+    one = HeterPoisson(random_graph(n=300, m=3000, seed=11), 0.01, 3.0, seed=4)
+    for t in range(30):
+        b = one.sample(t)
+        if b.num_subgraphs != 1:
+            continue
+        for p in model.parameters():
+            p.grad = None
+        subgraph_loss(gsm(b), b).backward()
+        gsm.clip_and_accumulate(1e-3)
+        assert float(flat_grad(model).norm()) <= 1e-3
+    assert gsm._general_path.op_parameters

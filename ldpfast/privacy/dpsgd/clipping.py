@@ -26,7 +26,8 @@ checked to 1e-5 relative in the tests) and works on the sparse block-diagonal ba
 unmodified PyG layers.  The same per-row scheme covers the other layers with a *fast rule*
 (:mod:`.grad_rules`: GAT/GATv2 attention vectors, ChebConv/TAGConv, GIN's ``eps``,
 ``Embedding``, per-node norms' affine weights); every other trainable parameter takes the
-*general path* (:mod:`.general`: the model re-run on each sub-graph, by ``torch.func.vmap``
+*general path* (:mod:`.general`: op-level rules for ``F.linear`` and added biases from
+one re-run of the batch, else the model re-run on each sub-graph, by ``torch.func.vmap``
 over sub-graphs padded to a size bucket or by a loop), chosen per parameter when the model
 is wrapped (:func:`ldpfast.privacy.validate` shows the plan).  On the first step the fast
 terms of every parameter are checked to add up to its batch gradient; a parameter whose terms
@@ -497,8 +498,9 @@ class SubgraphGradSampleModule(torch.nn.Module):
 
     def _per_param_terms(self) -> list[tuple]:
         """``(parameter, kind, seg, a, g)`` per use of a parameter on the fast path
-        (:func:`.grad_rules.terms`), then one ``(parameter, "dense", None, None, (B, numel))``
-        per parameter on the general path (:mod:`.general`); cached until the next forward."""
+        (:func:`.grad_rules.terms`), then the general path's (:mod:`.general`): the same kinds
+        for the parameters its op-level rules cover, one ``(parameter, "dense", None, None,
+        (B, numel))`` for each other one; cached until the next forward."""
         if self._terms_cache is not None:
             return self._terms_cache
         if self._num_subgraphs == 0:  # an empty batch (zero-row gradients, if any): the clipped sum is 0
@@ -528,10 +530,9 @@ class SubgraphGradSampleModule(torch.nn.Module):
             x, edge_index = self._inputs
             self._replaying = True
             try:
-                dense = self._general_path.gradients(x, edge_index, self._seg, self._num_subgraphs, g_out, gen)
+                out += self._general_path.terms(x, edge_index, self._seg, self._num_subgraphs, g_out, gen)
             finally:
                 self._replaying = False
-            out += [(p, "dense", None, None, d.reshape(d.shape[0], -1)) for p, d in zip(gen, dense)]
         self._terms_cache = out
         return out
 
@@ -700,12 +701,17 @@ class _Blocks:
 def _per_block_sq(blocks: _Blocks, B: int, rows: tuple[torch.Tensor, ...], pads: tuple, fn) -> torch.Tensor:
     """Per-block ``fn(*padded rows, P)`` (float64, (B,)) over the buckets of ``blocks``: the
     rows of ``rows`` (row-aligned tensors) of each block of bucket ``P`` gathered into
-    ``(nb, P, ...)``, padded with ``pads`` (one value per tensor)."""
+    ``(nb, P, ...)``, padded with ``pads`` (one value per tensor; ``None``: padding rows left
+    as they are, for a tensor whose padding rows ``fn`` multiplies by another's zeros)."""
     dev = rows[0].device
     order, offs, counts = blocks.order, blocks.offs, blocks.counts
-    padded = [torch.cat([t[order], torch.full((1,) + tuple(t.shape[1:]), v, dtype=t.dtype, device=dev)])
-              for t, v in zip(rows, pads)]
-    pad_row = rows[0].shape[0]
+    N = rows[0].shape[0]
+    if N == 0:  # no rows: every block's gradient is zero
+        return torch.zeros(B, dtype=torch.float64, device=dev)
+    # each bucket gathers its rows straight from the unsorted tensors with index_select (on a
+    # CPU several times faster than advanced indexing, and no sorted or padded copy of the
+    # batch); position N of ``src`` stands for a padding row, then filled with its pad
+    src = torch.cat([order, order.new_zeros(1)])
     # fail-safe against a histogram that does not describe these blocks (a batch edited after
     # sampling): a block with rows that no bin covers, or with more rows than its padding,
     # gets an infinite norm, so it is clipped to zero instead of being under-clipped
@@ -713,9 +719,13 @@ def _per_block_sq(blocks: _Blocks, B: int, rows: tuple[torch.Tensor, ...], pads:
     out = torch.where(counts > 0, inf, torch.zeros((), dtype=torch.float64, device=dev))
     for ids, P in blocks.groups:  # padded sizes known on the host: no read here
         ar = torch.arange(P, device=dev)
-        idx = offs[ids].unsqueeze(1) + ar.unsqueeze(0)
-        idx = torch.where(ar.unsqueeze(0) < counts[ids].unsqueeze(1), idx, torch.full_like(idx, pad_row))
-        s = fn(*(t[idx] for t in padded), P)  # (nb, P, ...) each
+        valid = ar.unsqueeze(0) < counts[ids].unsqueeze(1)
+        r = src.index_select(0, torch.where(valid, offs[ids].unsqueeze(1) + ar.unsqueeze(0), N).reshape(-1))
+        got = [t.index_select(0, r).reshape(valid.shape + tuple(t.shape[1:])) for t in rows]  # (nb, P, ...)
+        for g, v in zip(got, pads):
+            if v is not None:
+                g.masked_fill_(~valid.reshape(valid.shape + (1,) * (g.dim() - 2)), v)
+        s = fn(*got, P)
         out[ids] = torch.where(counts[ids] <= P, s, inf)
     return out
 
@@ -731,7 +741,7 @@ def _weight_sq_norms(A: torch.Tensor, G: torch.Tensor, blocks: _Blocks | torch.T
         if P * (din + dout) < din * dout:
             return (torch.bmm(Ab, Ab.transpose(1, 2)).double() * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
         return torch.bmm(Gb.transpose(1, 2), Ab).double().pow(2).sum((1, 2))
-    return _per_block_sq(blocks, B, (A, G), (0, 0), sq)
+    return _per_block_sq(blocks, B, (A, G), (None, 0), sq)  # zero rows of G zero a padding row's terms
 
 
 def _index_sq_norms(idx: torch.Tensor, G: torch.Tensor, blocks: _Blocks, B: int) -> torch.Tensor:
@@ -740,7 +750,7 @@ def _index_sq_norms(idx: torch.Tensor, G: torch.Tensor, blocks: _Blocks, B: int)
     def sq(Ib, Gb, P):
         same = (Ib.unsqueeze(2) == Ib.unsqueeze(1)).double()
         return (same * torch.bmm(Gb, Gb.transpose(1, 2)).double()).sum((1, 2))
-    return _per_block_sq(blocks, B, (idx, G), (-1, 0), sq)
+    return _per_block_sq(blocks, B, (idx, G), (None, 0), sq)  # zero rows of G zero a padding row's terms
 
 
 def subgraph_loss(out: torch.Tensor, batch, *, reduction: str = "sum") -> torch.Tensor:

@@ -11,7 +11,25 @@ run on ``G_b`` alone with the output gradient of ``b``'s rows in the batch's bac
 
     g_b = d/dw <g_out[b], model(x_b, edge_index_b; w)>
 
-so the loss function itself is never needed.  Two ways to run it, chosen per model:
+so the loss function itself is never needed.
+
+**Op-level rules first.**  Materialising ``g_b`` costs ``B x |w|`` numbers (188 MB for a
+1433 x 128 weight and 256 sub-graphs), which dominated this path's cost.  So the batch is
+first re-run *once*, whole (its sub-graphs do not mix: the same forward as the batch's),
+under a :class:`~torch.overrides.TorchFunctionMode` that watches the parameters of this
+path: where one is the weight (and bias) of ``F.linear`` on the batch's node rows (every
+``torch.nn.Linear`` and PyG ``Linear``: GCN, SAGE, GAT, GIN, MLP heads), or added as a bias
+to a ``(N, d)`` node-row tensor, the op's input ``A`` and the gradient ``G`` at its output
+(one backward of the re-run with ``g_out``, to those outputs only) give the same per-row
+terms as the fast rules: ``g_b(W) = G_b^T A_b`` (ghost norm, then book-keeping: the clipped
+sum is one matmul) and ``g_b(bias) = sum_rows G_b``.  A parameter used by any other op (or
+only partly so) keeps the re-run per sub-graph below; on the first step the op terms of every
+parameter are also checked to add up to its gradient in the re-run, and one whose terms do
+not (a use the mode cannot see, e.g. in code run under ``torch._C.DisableTorchFunction()``)
+moves to the re-run for good (the same first-step policy as the fast rules' check).  With
+randomness (dropout) ``A`` and ``G`` come from one draw of the re-run, so the bound holds.
+
+The rest, per sub-graph.  Two ways to run it, chosen per model:
 
 * **vmap by size bucket**: the sub-graphs of one power-of-two size bucket are padded to
   ``P`` nodes (at least one of them spare) and to the bucket's largest edge count (the extra
@@ -42,8 +60,18 @@ import time
 import warnings
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 __all__ = ["GeneralPath", "per_subgraph_gradients"]
+
+_LINEAR_NAMES = ("linear",)
+_ADD_NAMES = ("add", "__add__", "__radd__")
+# reading these attributes of a parameter is not a use of its value (``w.T`` is: not listed)
+_META = frozenset({"shape", "dtype", "device", "requires_grad", "is_leaf", "ndim", "layout", "grad_fn", "names",
+                   "is_sparse", "is_cuda", "is_meta", "is_quantized", "data", "grad", "_grad", "_version"})
+_METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension", "stride", "is_contiguous", "data_ptr",
+                      "element_size", "is_floating_point", "is_complex", "__len__", "__hash__", "__format__",
+                      "__repr__", "detach", "get_device"})
 
 
 def _layout(seg: torch.Tensor, edge_index: torch.Tensor, B: int):
@@ -221,6 +249,110 @@ def _vmapped(model, x, layout, g_out, names, params, grads, B) -> None:
                 acc[idt] = got[n].detach().to(acc.dtype)
 
 
+# ----------------------------------------------------------------------------- op-level rules
+class _OpRecorder(TorchFunctionMode):
+    """Watch the uses of ``params`` during one forward of the whole batch: ``F.linear`` on
+    ``N`` node rows with a watched weight (and a watched bias or none), and a watched 1-d
+    bias added to ``(N, d)`` node rows, are recorded (input, output); any other use of a
+    watched parameter marks it ``other``."""
+
+    def __init__(self, params, N: int):
+        super().__init__()
+        self.ids = {id(p): p for p in params}
+        self.N = N
+        self.uses: list[tuple] = []  # (kind, weight or None, bias or None, a, out)
+        self.other: set[int] = set()
+
+    def _watched(self, t) -> bool:
+        return isinstance(t, torch.Tensor) and id(t) in self.ids
+
+    def _mark(self, args, kwargs) -> None:
+        for t in (*args, *kwargs.values()):
+            if self._watched(t):
+                self.other.add(id(t))
+            elif isinstance(t, (tuple, list)):
+                self._mark(t, {})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _LINEAR_NAMES:
+            x = args[0] if args else kwargs.get("input")
+            w = args[1] if len(args) > 1 else kwargs.get("weight")
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            if (self._watched(w) and w.dim() == 2 and isinstance(x, torch.Tensor) and x.dim() == 2
+                    and x.shape[0] == self.N and (b is None or self._watched(b) or not b.requires_grad)):
+                out = func(*args, **kwargs)
+                self.uses.append(("linear", w, b if self._watched(b) else None, x.detach(), out))
+                return out.clone()  # later in-place ops change the clone: out stays this op's output
+        elif name in _ADD_NAMES and len(args) == 2 and not kwargs:
+            t, b = (args[1], args[0]) if self._watched(args[0]) else args
+            if (self._watched(b) and not self._watched(t) and b.dim() == 1 and isinstance(t, torch.Tensor)
+                    and t.dim() == 2 and t.shape == (self.N, b.shape[0])):
+                out = func(*args, **kwargs)
+                self.uses.append(("bias", None, b, None, out))
+                return out.clone()
+        elif name == "__get__":
+            if args and self._watched(args[0]) and getattr(getattr(func, "__self__", None), "__name__", "") in _META:
+                return func(*args, **kwargs)
+        elif name in _METHODS:
+            return func(*args, **kwargs)
+        self._mark(args, kwargs)
+        return func(*args, **kwargs)
+
+
+def _op_terms(model, x, edge_index, seg, g_out, params, check: bool):
+    """The op-level terms ``(param, kind, seg, a, g)`` (kinds of :func:`.grad_rules.terms`)
+    of the parameters whose every use is a recorded op, from one re-run of the batch; the
+    others are returned apart.  ``check``: also compare each parameter's terms with its
+    gradient in the re-run (first step); a mismatch moves it to the others."""
+    N = seg.numel()
+    rec = _OpRecorder(params, N)
+    with torch.enable_grad():
+        with rec:
+            out = _first(model(x, edge_index))
+        if out.shape[0] != N:
+            raise ValueError(f"the general path needs node-level outputs (one row per batch node, {N}); the model "
+                             f"returned {out.shape[0]} rows")
+        users = {}
+        for u in rec.uses:
+            for p in (u[1], u[2]):
+                if p is not None:
+                    users.setdefault(id(p), []).append(u)
+        # a weight recorded in one op and its bias in another kind (or unrecorded): the same rule either way
+        mine = [p for p in params if id(p) in users and id(p) not in rec.other]
+        if not mine:
+            return [], list(params)
+        outs = [u[4] for u in rec.uses]
+        need = outs + (mine if check else [])
+        got = torch.autograd.grad(out, need, g_out.to(out.dtype), allow_unused=True)
+    G = {id(o): (torch.zeros_like(o) if g is None else g.detach()) for o, g in zip(outs, got[:len(outs)])}
+    terms = []
+    for u in rec.uses:
+        _, w, b, a, o = u
+        g = G[id(o)]
+        if w is not None and id(w) in {id(p) for p in mine}:
+            terms.append((w, "outer", seg, a, g))
+        if b is not None and id(b) in {id(p) for p in mine}:
+            terms.append((b, "rows", seg, None, g))
+    rest = [p for p in params if not any(p is q for q in mine)]
+    if check:  # the terms of each parameter must add up to its gradient in the re-run
+        full = {id(p): g for p, g in zip(mine, got[len(outs):])}
+        bad = set()
+        for p in mine:
+            want = torch.zeros_like(p, dtype=torch.float64) if full[id(p)] is None else full[id(p)].double()
+            have = torch.zeros_like(want)
+            for t in terms:
+                if t[0] is p:
+                    have += (t[4].t() @ t[3]).double() if t[1] == "outer" else t[4].sum(0).double()
+            if float((have - want).norm()) > 1e-4 * max(float(have.norm()), float(want.norm())) + 1e-12:
+                bad.add(id(p))
+        if bad:
+            terms = [t for t in terms if id(t[0]) not in bad]
+            rest += [p for p in mine if id(p) in bad]
+    return terms, rest
+
+
 class GeneralPath:
     """The general path of one model: which way (vmap by bucket or loop) works for it,
     decided on its first calls and kept.
@@ -236,6 +368,9 @@ class GeneralPath:
     mode : {"auto", "vmap", "loop"}
         ``"auto"``: as above; ``"vmap"`` or ``"loop"``: that way only (to check or time it;
         errors of vmap are raised).
+    ops : bool
+        Use the op-level rules (module docstring) in :meth:`terms` before the re-run per
+        sub-graph (default); ``False`` re-runs every parameter per sub-graph (to time it).
 
     Attributes
     ----------
@@ -245,10 +380,15 @@ class GeneralPath:
         Why the loop was kept.
     """
 
-    def __init__(self, model: torch.nn.Module, mode: str = "auto"):
+    def __init__(self, model: torch.nn.Module, mode: str = "auto", ops: bool = True):
         if mode not in ("auto", "vmap", "loop"):
             raise ValueError(f"mode: expected 'auto', 'vmap' or 'loop', got {mode!r}")
+        if not isinstance(ops, bool):
+            raise TypeError(f"ops: expected a bool, got {type(ops).__name__}")
         self.mode = mode
+        self.ops = ops
+        self._op_checked: set[int] = set()  # parameters whose op terms were checked (first step)
+        self._no_ops: set[int] = set()  # parameters left to the re-run per sub-graph for good
         self.model = model
         self.names = {id(p): n for n, p in model.named_parameters()}
         self.state = "untried"
@@ -266,6 +406,32 @@ class GeneralPath:
         if buf is None or buf.shape[0] < B or buf.device != p.device or buf.dtype != p.dtype:
             buf = self._buffers[id(p)] = torch.empty((max(B, 1),) + tuple(p.shape), dtype=p.dtype, device=p.device)
         return buf[:B].zero_()
+
+    def terms(self, x, edge_index, seg, num_subgraphs, g_out, params) -> list[tuple]:
+        """Per-sub-graph gradient terms of ``params``: ``(param, kind, seg, a, g)`` as
+        ``grad_rules.terms`` gives them (``"outer"``, ``"rows"``) for the parameters the
+        op-level rules cover, then ``(param, "dense", None, None, (B, numel))`` from
+        :meth:`gradients` for the others (module docstring)."""
+        B = int(num_subgraphs)
+        out: list[tuple] = []
+        rest = list(params)
+        cand = [p for p in params if id(p) not in self._no_ops] if self.ops and B else []
+        if cand:
+            check = any(id(p) not in self._op_checked for p in cand)
+            out, left = _op_terms(self.model, x, edge_index, seg, g_out, cand, check)
+            if check:  # decided once: a parameter the rules did not cover re-runs per sub-graph from now on
+                self._op_checked |= {id(p) for p in cand}
+                self._no_ops |= {id(p) for p in left}
+            rest = [p for p in params if id(p) in self._no_ops or any(p is q for q in left)]
+        if rest:
+            dense = self.gradients(x, edge_index, seg, B, g_out, rest)
+            out += [(p, "dense", None, None, d.reshape(d.shape[0], -1)) for p, d in zip(rest, dense)]
+        return out
+
+    @property
+    def op_parameters(self) -> list[str]:
+        """Names of the parameters the op-level rules cover (checked on the first step)."""
+        return [n for n, p in self.model.named_parameters() if id(p) in self._op_checked and id(p) not in self._no_ops]
 
     def gradients(self, x, edge_index, seg, num_subgraphs, g_out, params) -> list[torch.Tensor]:
         """Per-sub-graph gradients of ``params`` (see :func:`per_subgraph_gradients`); the
