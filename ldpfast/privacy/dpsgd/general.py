@@ -353,6 +353,46 @@ def _op_terms(model, x, edge_index, seg, g_out, params, check: bool):
     return terms, rest
 
 
+def _misattributed(model, x, edge_index, seg, B: int, g_out, params, n_check: int = 8) -> set[int]:
+    """First-step check that the op terms split by *sub-graph* as they should, not only that
+    they add up (a model that permutes its node rows before an ``F.linear`` and back after it
+    gives terms with the right sum but rows charged to the wrong sub-graphs, whose norms would
+    then be wrong).  For ``n_check`` sub-graphs spread over the batch, each parameter's terms
+    on that sub-graph's rows are compared with its gradient from the model run on the
+    sub-graph alone.  Both sides run in eval mode (no dropout draws to differ; the question is
+    structural).  Returns the ids of the parameters whose terms do not match."""
+    subs_all = torch.unique(seg).tolist()
+    if not subs_all:
+        return set()
+    step = max(1, len(subs_all) // n_check)
+    subs = subs_all[::step][:n_check]
+    layout = _layout(seg, edge_index, B)
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        terms, _ = _op_terms(model, x, edge_index, seg, g_out, params, False)
+        ref = [torch.zeros((B,) + tuple(p.shape), dtype=p.dtype, device=p.device) for p in params]
+        _loop(model, x, layout, g_out, params, ref, subs)
+    finally:
+        for m, t in modes.items():
+            m.training = t
+    bad = set()
+    for i, p in enumerate(params):
+        mine = [t for t in terms if t[0] is p]
+        if not mine:
+            continue
+        for b in subs:
+            have = torch.zeros(p.shape, dtype=torch.float64, device=p.device)
+            for _, kind, sg, a, g in mine:
+                rows = sg == b
+                have += (g[rows].t() @ a[rows]).double() if kind == "outer" else g[rows].sum(0).double()
+            want = ref[i][b].double()
+            if float((have - want).norm()) > 1e-4 * max(float(have.norm()), float(want.norm())) + 1e-12:
+                bad.add(id(p))
+                break
+    return bad
+
+
 class GeneralPath:
     """The general path of one model: which way (vmap by bucket or loop) works for it,
     decided on its first calls and kept.
@@ -420,6 +460,11 @@ class GeneralPath:
             check = any(id(p) not in self._op_checked for p in cand)
             out, left = _op_terms(self.model, x, edge_index, seg, g_out, cand, check)
             if check:  # decided once: a parameter the rules did not cover re-runs per sub-graph from now on
+                covered = [p for p in cand if not any(p is q for q in left)]
+                wrong = _misattributed(self.model, x, edge_index, seg, B, g_out, covered) if covered else set()
+                if wrong:  # terms that add up but split wrongly across sub-graphs: the re-run for these
+                    out = [t for t in out if id(t[0]) not in wrong]
+                    left = list(left) + [p for p in covered if id(p) in wrong]
                 self._op_checked |= {id(p) for p in cand}
                 self._no_ops |= {id(p) for p in left}
             rest = [p for p in params if id(p) in self._no_ops or any(p is q for q in left)]
