@@ -632,85 +632,48 @@ class SubgraphGradSampleModule(torch.nn.Module):
 
     def _check_attribution(self, terms, n_check: int = 8) -> None:
         """First batch: the fast terms must split by *sub-graph* as they should, not only add
-        up.  The rules charge row ``r`` of a node-level tensor to the sub-graph of node ``r``;
-        a model that reorders its node rows around a layer (and back) gives terms with the
-        right sum charged to the wrong sub-graphs, so wrong norms and a clipping bound that
-        does not hold.  For ``n_check`` sub-graphs spread over the batch, each parameter's
-        terms on that sub-graph's rows are compared with its gradient from the model run on
-        the sub-graph alone; both sides in eval mode (the question is structural; dropout
-        would draw other masks), the terms recorded again for that.  Parameters, buffers, the
-        RNG and train/eval flags are restored afterwards, and nothing is read back from the
-        device but scalars.  A parameter that does not match moves to the general path (which
-        checks its own terms the same way)."""
+        up (:mod:`.general`, "attribution check": a model that reorders its node rows around a
+        layer gives terms with the right sum charged to the wrong sub-graphs).  The terms are
+        recorded again in eval mode and compared, on ``n_check`` sub-graphs, with the model run
+        on each alone (parameters, buffers, RNG and flags restored; no host copies of device
+        tensors).  A parameter that does not match moves to the general path (which checks its
+        own terms the same way)."""
         params = list({id(t[0]): t[0] for t in terms}.values())
         g_out = None if self._out_rec is None else self._out_rec.g
         B = self._num_subgraphs
         if not params or g_out is None or B < 2 or self._inputs is None:
             return
         x, edge_index = self._inputs
-        seg = self._seg
-        subs = sorted({i * B // n_check for i in range(min(n_check, B))})
-        model = self._module
+        subs = _general.probe_subgraphs(B, n_check)
         saved = (self._recs, self._out_rec)
-        state = [t.detach().clone() for t in (*model.parameters(), *model.buffers())]
-        modes = {m: m.training for m in model.modules()}
-        cuda = [x.device.index if x.device.index is not None else torch.cuda.current_device()] if x.is_cuda else []
-        again, ref = [], {}
         try:
-            with torch.random.fork_rng(devices=cuda), torch.enable_grad():
-                model.eval()
+            with _general.probe(self._module, x):
                 self._recs = []
                 self._active = True
                 try:
-                    out = model(x, edge_index)
+                    out = self._module(x, edge_index)
                 finally:
                     self._active = False
                 out = out[0] if isinstance(out, (tuple, list)) else out
                 torch.autograd.grad(out, params, g_out.to(out.dtype), allow_unused=True)  # fills the records' g
+                again = []
                 for r in self._recs:
                     if r.g is not None:
                         again += _grad_rules.terms(r, self._rows_seg)
                 self._replaying = True  # the runs on single sub-graphs record nothing
                 try:
-                    for b in subs:
-                        rows = seg == b
-                        local = torch.cumsum(rows.long(), 0) - 1
-                        ei = local[edge_index[:, rows[edge_index[0]] & rows[edge_index[1]]]]
-                        o = model(x[rows], ei)
-                        o = o[0] if isinstance(o, (tuple, list)) else o
-                        gs = torch.autograd.grad(o, params, g_out[rows].to(o.dtype), allow_unused=True)
-                        ref[b] = [torch.zeros_like(p) if g is None else g for p, g in zip(params, gs)]
+                    ref = _general.alone_gradients(self._module, x, edge_index, self._seg, g_out, params, subs)
                 finally:
                     self._replaying = False
         except _grad_rules.Unmapped:
             return  # the terms themselves move such a module on the real batch
         finally:
             self._recs, self._out_rec = saved
-            with torch.no_grad():
-                for t, s_ in zip((*model.parameters(), *model.buffers()), state):
-                    t.copy_(s_)
-            for m, flag in modes.items():
-                m.training = flag
-        bad = []
-        for i, p in enumerate(params):
-            mine = [t for t in again if t[0] is p]
-            for b in subs:
-                have = torch.zeros(p.shape, dtype=torch.float64, device=p.device)
-                for _, kind, sg, a, g in mine:
-                    rows = (sg == b).unsqueeze(1).to(g.dtype)
-                    if kind == "outer":
-                        have += ((g * rows).t() @ a.to(g.dtype)).double().reshape(p.shape)
-                    elif kind == "rows":
-                        have += (g * rows).sum(0).double().reshape(p.shape)
-                    else:  # "index"
-                        have.index_add_(0, a, (g * rows).double())
-                want = ref[b][i].double()
-                if float((have - want).norm()) > 1e-4 * max(float(have.norm()), float(want.norm())) + 1e-12:
-                    bad.append(p)
-                    break
+        bad = _general.split_mismatch(params, again, ref, subs)
         if bad:
-            self._move_to_general(bad, "the fast rules' terms add up but are charged to the wrong sub-graphs (the "
-                                       "model reorders node rows around the layer)")
+            self._move_to_general([p for p in params if id(p) in bad],
+                                  "the fast rules' terms add up but are charged to the wrong sub-graphs (the model "
+                                  "reorders node rows around the layer)")
 
     def clip_and_accumulate(self, max_grad_norm) -> ClipStats:
         """Write ``sum_b min(1, C/||g_b||) g_b`` into every parameter's ``.grad``.

@@ -56,6 +56,7 @@ with the fast parameters' terms, so the bound ``||clip(g_b)|| <= C`` and the acc
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 
@@ -353,29 +354,57 @@ def _op_terms(model, x, edge_index, seg, g_out, params, check: bool):
     return terms, rest
 
 
-def _misattributed(model, x, edge_index, seg, B: int, g_out, params, n_check: int = 8) -> set[int]:
-    """First-step check that the op terms split by *sub-graph* as they should, not only that
-    they add up (a model that permutes its node rows before an ``F.linear`` and back after it
-    gives terms with the right sum but rows charged to the wrong sub-graphs, whose norms would
-    then be wrong).  For ``n_check`` sub-graphs spread over the batch, each parameter's terms
-    on that sub-graph's rows are compared with its gradient from the model run on the
-    sub-graph alone.  Both sides run in eval mode (no dropout draws to differ; the question is
-    structural).  Returns the ids of the parameters whose terms do not match."""
-    subs_all = torch.unique(seg).tolist()
-    if not subs_all:
-        return set()
-    step = max(1, len(subs_all) // n_check)
-    subs = subs_all[::step][:n_check]
-    layout = _layout(seg, edge_index, B)
+# ----------------------------------------------------------------------------- attribution check
+# The per-row rules (the fast rules of .grad_rules and the op rules above) charge row r of a
+# node-level tensor to node r's sub-graph, and the first-step checks compare only each
+# parameter's *sum* of terms with its gradient.  A model that reorders its node rows around a
+# layer (and back) passes that with terms charged to the wrong sub-graphs, hence wrong norms and
+# a clipping bound that does not hold.  These pieces compare the terms on a few sub-graphs with
+# the model run on each sub-graph alone; both callers (clipping.py for the fast rules, and
+# _misattributed for the op rules) use them.
+@contextlib.contextmanager
+def probe(model: torch.nn.Module, x: torch.Tensor):
+    """Run the block with ``model`` in eval mode (the question is structural; dropout would draw
+    other masks in each run) and restore its parameters, buffers, train/eval flags and the RNG
+    afterwards (a probe changes nothing the training sees)."""
+    state = [t.detach().clone() for t in (*model.parameters(), *model.buffers())]
     modes = {m: m.training for m in model.modules()}
-    model.eval()
+    cuda = [x.device.index if x.device.index is not None else torch.cuda.current_device()] if x.is_cuda else []
     try:
-        terms, _ = _op_terms(model, x, edge_index, seg, g_out, params, False)
-        ref = [torch.zeros((B,) + tuple(p.shape), dtype=p.dtype, device=p.device) for p in params]
-        _loop(model, x, layout, g_out, params, ref, subs)
+        with torch.random.fork_rng(devices=cuda), torch.enable_grad():
+            model.eval()
+            yield
     finally:
-        for m, t in modes.items():
-            m.training = t
+        with torch.no_grad():
+            for t, s in zip((*model.parameters(), *model.buffers()), state):
+                t.copy_(s)
+        for m, flag in modes.items():
+            m.training = flag
+
+
+def probe_subgraphs(B: int, n_check: int = 8) -> list[int]:
+    """``n_check`` sub-graph ids spread over ``range(B)`` (host arithmetic: no device read)."""
+    return sorted({i * B // n_check for i in range(min(n_check, B))})
+
+
+def alone_gradients(model, x, edge_index, seg, g_out, params, subs) -> dict[int, list[torch.Tensor]]:
+    """``{b: [gradient of each parameter]}`` of the model run on sub-graph ``b`` alone with
+    ``b``'s output gradient, for ``b`` in ``subs`` (masks, no host copy of a device tensor)."""
+    ref = {}
+    for b in subs:
+        rows = seg == b
+        local = torch.cumsum(rows.long(), 0) - 1
+        ei = local[edge_index[:, rows[edge_index[0]] & rows[edge_index[1]]]]
+        o = _first(model(x[rows], ei))
+        gs = torch.autograd.grad(o, params, g_out[rows].to(o.dtype), allow_unused=True)
+        ref[b] = [torch.zeros_like(p) if g is None else g for p, g in zip(params, gs)]
+    return ref
+
+
+def split_mismatch(params, terms, ref: dict, subs) -> set[int]:
+    """Ids of the ``params`` whose ``(param, kind, seg, a, g)`` terms (kinds of
+    :func:`.grad_rules.terms`) on the rows of a sub-graph in ``subs`` differ from ``ref``'s
+    gradient of that sub-graph alone (relative 1e-4)."""
     bad = set()
     for i, p in enumerate(params):
         mine = [t for t in terms if t[0] is p]
@@ -384,13 +413,28 @@ def _misattributed(model, x, edge_index, seg, B: int, g_out, params, n_check: in
         for b in subs:
             have = torch.zeros(p.shape, dtype=torch.float64, device=p.device)
             for _, kind, sg, a, g in mine:
-                rows = sg == b
-                have += (g[rows].t() @ a[rows]).double() if kind == "outer" else g[rows].sum(0).double()
-            want = ref[i][b].double()
+                rows = (sg == b).unsqueeze(1).to(g.dtype)
+                if kind == "outer":
+                    have += ((g * rows).t() @ a.to(g.dtype)).double().reshape(p.shape)
+                elif kind == "rows":
+                    have += (g * rows).sum(0).double().reshape(p.shape)
+                else:  # "index"
+                    have.index_add_(0, a, (g * rows).double())
+            want = ref[b][i].double()
             if float((have - want).norm()) > 1e-4 * max(float(have.norm()), float(want.norm())) + 1e-12:
                 bad.add(id(p))
                 break
     return bad
+
+
+def _misattributed(model, x, edge_index, seg, B: int, g_out, params, n_check: int = 8) -> set[int]:
+    """First-step check that the op terms split by *sub-graph* as they should (the section
+    above): ids of the parameters whose terms on ``n_check`` sub-graphs do not match."""
+    subs = probe_subgraphs(B, n_check)
+    with probe(model, x):
+        terms, _ = _op_terms(model, x, edge_index, seg, g_out, params, False)
+        ref = alone_gradients(model, x, edge_index, seg, g_out, params, subs)
+    return split_mismatch(params, terms, ref, subs)
 
 
 class GeneralPath:
